@@ -1,0 +1,245 @@
+// Validation of weights and run arguments against the layer file contract.
+// Every failure names the argument, the expected and the actual value.
+#include <sstream>
+#include <vector>
+
+#include "core/backend.hpp"
+#include "fusedmoe/error.hpp"
+
+namespace fusedmoe::detail {
+namespace {
+
+std::string shape_of(std::initializer_list<int64_t> s) {
+  std::ostringstream os;
+  os << '[';
+  int i = 0;
+  for (int64_t v : s) os << (i++ ? "," : "") << v;
+  os << ']';
+  return os.str();
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
+
+void expect_present(const TensorView& t, const char* name) {
+  if (!t.present()) throw InvalidArgument(name, "a tensor", "none");
+  if (t.data == nullptr && t.numel() > 0) throw InvalidArgument(name, "a non-null data pointer", "nullptr");
+}
+
+void expect_absent(const TensorView& t, const char* name, const char* why) {
+  if (t.present()) throw InvalidArgument(name, std::string("no tensor (") + why + ")", "a tensor " + t.shape_str());
+}
+
+void expect_dtype(const TensorView& t, const char* name, DType d) {
+  if (t.dtype != d) throw InvalidArgument(name, std::string("dtype ") + dtype_name(d), dtype_name(t.dtype));
+}
+
+void expect_shape(const TensorView& t, const char* name, std::initializer_list<int64_t> s) {
+  bool ok = t.ndim == static_cast<int>(s.size());
+  int i = 0;
+  for (int64_t v : s) ok = ok && t.shape[i++] == v;
+  if (!ok) throw InvalidArgument(name, "shape " + shape_of(s), t.shape_str());
+}
+
+void expect_contiguous(const TensorView& t, const char* name) {
+  if (!t.is_contiguous()) {
+    std::ostringstream os;
+    os << "strides [";
+    for (int i = 0; i < t.ndim; ++i) os << (i ? "," : "") << t.strides[i];
+    os << "]";
+    throw InvalidArgument(name, "contiguous row-major strides", os.str());
+  }
+}
+
+void expect_tensor(const TensorView& t, const char* name, DType d, std::initializer_list<int64_t> s) {
+  expect_present(t, name);
+  expect_dtype(t, name, d);
+  expect_shape(t, name, s);
+  expect_contiguous(t, name);
+}
+
+void expect_multiple(int64_t v, int64_t m, const char* name) {
+  if (v % m != 0) throw InvalidArgument(name, "a multiple of " + std::to_string(m), std::to_string(v));
+}
+
+bool is_4bit(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || f == Format::NVFP4; }
+
+}  // namespace
+
+LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
+  if (c.interleaved && c.activation != Activation::SWIGLUOAI)
+    throw InvalidArgument("interleaved", "false unless activation is swigluoai", "true");
+  if (c.format == Format::MXFP4) {
+    if (c.act_dtype == ActDtype::NVFP4) throw InvalidArgument("act_dtype", "bf16 or fp8 for mxfp4", "nvfp4");
+  } else if (c.format == Format::NVFP4) {
+    if (c.act_dtype == ActDtype::FP8) throw InvalidArgument("act_dtype", "bf16 or nvfp4 for nvfp4", "fp8");
+  } else if (c.act_dtype != ActDtype::BF16) {
+    throw InvalidArgument("act_dtype", std::string("bf16 (act_dtype applies to mxfp4/nvfp4 only) for format ") + format_name(c.format), act_dtype_name(c.act_dtype));
+  }
+  if (c.weight_scale_layout == ScaleLayout::SWIZZLED_128x4 && c.format != Format::MXFP4 && c.format != Format::NVFP4)
+    throw InvalidArgument("weight_scale_layout", "linear for formats other than mxfp4/nvfp4", "swizzled_128x4");
+  if (c.activation == Activation::SWIGLUOAI && !(c.swiglu_limit > 0.0f))
+    throw InvalidArgument("swiglu_limit", "a positive number", std::to_string(c.swiglu_limit));
+
+  expect_present(w.w13_weight, "w13_weight");
+  expect_present(w.w2_weight, "w2_weight");
+  if (w.w13_weight.ndim != 3) throw InvalidArgument("w13_weight", "3 dimensions [E, 2N, K]", w.w13_weight.shape_str());
+  if (w.w2_weight.ndim != 3) throw InvalidArgument("w2_weight", "3 dimensions [E, K, N]", w.w2_weight.shape_str());
+
+  const int64_t pack = is_4bit(c.format) ? 2 : 1;
+  LayerShape s;
+  s.num_experts = w.w2_weight.shape[0];
+  s.hidden = w.w2_weight.shape[1];
+  s.inter = w.w2_weight.shape[2] * pack;
+  s.w13_rows = w13_rows(c, s.inter);
+  const int64_t E = s.num_experts, K = s.hidden, N = s.inter, R = s.w13_rows;
+  if (E < 1) throw InvalidArgument("w2_weight", "at least one expert (shape[0] >= 1)", w.w2_weight.shape_str());
+  if (K < 1 || N < 1) throw InvalidArgument("w2_weight", "K >= 1 and N >= 1", w.w2_weight.shape_str());
+  if (c.interleaved && R % 2 != 0) throw InvalidArgument("w13_weight", "an even number of rows when interleaved", std::to_string(R));
+
+  DType wt;
+  switch (c.format) {
+    case Format::BF16: wt = DType::BF16; break;
+    case Format::FP16: wt = DType::F16; break;
+    case Format::FP32: wt = DType::F32; break;
+    case Format::FP8_TENSOR: case Format::FP8_CHANNEL: case Format::FP8_BLOCK: wt = DType::F8_E4M3; break;
+    default: wt = DType::U8; break;
+  }
+  expect_tensor(w.w2_weight, "w2_weight", wt, {E, K, N / pack});
+  if (pack == 2) {
+    expect_multiple(K, 2, "K (hidden size, from w13_weight packing)");
+    expect_tensor(w.w13_weight, "w13_weight", wt, {E, R, K / 2});
+  } else {
+    expect_tensor(w.w13_weight, "w13_weight", wt, {E, R, K});
+  }
+
+  const DeviceType dev = w.w13_weight.device;
+  auto same_device = [&](const TensorView& t, const char* name) {
+    if (t.present() && (t.device != dev || t.device_index != w.w13_weight.device_index))
+      throw InvalidArgument(name, "the device of w13_weight", t.device == DeviceType::CPU ? "cpu" : "cuda:" + std::to_string(t.device_index));
+  };
+  same_device(w.w2_weight, "w2_weight");
+  same_device(w.w13_weight_scale, "w13_weight_scale");
+  same_device(w.w2_weight_scale, "w2_weight_scale");
+  same_device(w.w13_weight_scale_2, "w13_weight_scale_2");
+  same_device(w.w2_weight_scale_2, "w2_weight_scale_2");
+  same_device(w.w13_input_scale, "w13_input_scale");
+  same_device(w.w2_input_scale, "w2_input_scale");
+  same_device(w.w13_bias, "w13_bias");
+  same_device(w.w2_bias, "w2_bias");
+
+  const bool nvfp4_act = c.format == Format::NVFP4 && c.act_dtype == ActDtype::NVFP4;
+  switch (c.format) {
+    case Format::BF16: case Format::FP16: case Format::FP32:
+      expect_absent(w.w13_weight_scale, "w13_weight_scale", "unquantised format");
+      expect_absent(w.w2_weight_scale, "w2_weight_scale", "unquantised format");
+      break;
+    case Format::FP8_TENSOR:
+      expect_tensor(w.w13_weight_scale, "w13_weight_scale", DType::F32, {E});
+      expect_tensor(w.w2_weight_scale, "w2_weight_scale", DType::F32, {E});
+      break;
+    case Format::FP8_CHANNEL:
+      expect_tensor(w.w13_weight_scale, "w13_weight_scale", DType::F32, {E, R});
+      expect_tensor(w.w2_weight_scale, "w2_weight_scale", DType::F32, {E, K});
+      break;
+    case Format::FP8_BLOCK:
+      expect_tensor(w.w13_weight_scale, "w13_weight_scale", DType::F32, {E, ceil_div(R, 128), ceil_div(K, 128)});
+      expect_tensor(w.w2_weight_scale, "w2_weight_scale", DType::F32, {E, ceil_div(K, 128), ceil_div(N, 128)});
+      break;
+    case Format::W4A8_INT4:
+      expect_multiple(K, kW4A8GroupSize, "K (hidden size, w4a8-int4 groups of 128)");
+      expect_multiple(N, kW4A8GroupSize, "N (intermediate size, w4a8-int4 groups of 128)");
+      expect_tensor(w.w13_weight_scale, "w13_weight_scale", DType::BF16, {E, R, K / 128});
+      expect_tensor(w.w2_weight_scale, "w2_weight_scale", DType::BF16, {E, K, N / 128});
+      break;
+    case Format::MXFP4:
+    case Format::NVFP4: {
+      const int64_t bs = c.format == Format::MXFP4 ? kMxfp4BlockSize : kNvfp4BlockSize;
+      const DType st = c.format == Format::MXFP4 ? DType::U8 : DType::F8_E4M3;
+      const char* fname = format_name(c.format);
+      expect_multiple(K, bs, (std::string("K (hidden size, ") + fname + " blocks)").c_str());
+      expect_multiple(N, bs, (std::string("N (intermediate size, ") + fname + " blocks)").c_str());
+      if (c.weight_scale_layout == ScaleLayout::LINEAR) {
+        expect_tensor(w.w13_weight_scale, "w13_weight_scale", st, {E, R, K / bs});
+        expect_tensor(w.w2_weight_scale, "w2_weight_scale", st, {E, K, N / bs});
+      } else {
+        expect_tensor(w.w13_weight_scale, "w13_weight_scale", st, {E, round_up(R, 128), round_up(K / bs, 4)});
+        expect_tensor(w.w2_weight_scale, "w2_weight_scale", st, {E, round_up(K, 128), round_up(N / bs, 4)});
+      }
+      break;
+    }
+  }
+  if (c.format == Format::NVFP4) {
+    expect_tensor(w.w13_weight_scale_2, "w13_weight_scale_2", DType::F32, {E});
+    expect_tensor(w.w2_weight_scale_2, "w2_weight_scale_2", DType::F32, {E});
+  } else {
+    expect_absent(w.w13_weight_scale_2, "w13_weight_scale_2", "nvfp4 only");
+    expect_absent(w.w2_weight_scale_2, "w2_weight_scale_2", "nvfp4 only");
+  }
+  if (c.format == Format::FP8_TENSOR) {
+    if (w.w13_input_scale.present()) expect_tensor(w.w13_input_scale, "w13_input_scale", DType::F32, {1});
+    if (w.w2_input_scale.present()) expect_tensor(w.w2_input_scale, "w2_input_scale", DType::F32, {1});
+  } else if (nvfp4_act) {
+    expect_tensor(w.w13_input_scale, "w13_input_scale", DType::F32, {E});
+    expect_tensor(w.w2_input_scale, "w2_input_scale", DType::F32, {E});
+  } else {
+    expect_absent(w.w13_input_scale, "w13_input_scale", "fp8-tensor and nvfp4 with act_dtype=nvfp4 only");
+    expect_absent(w.w2_input_scale, "w2_input_scale", "fp8-tensor and nvfp4 with act_dtype=nvfp4 only");
+  }
+  if (w.w13_bias.present()) expect_tensor(w.w13_bias, "w13_bias", DType::F32, {E, R});
+  if (w.w2_bias.present()) expect_tensor(w.w2_bias, "w2_bias", DType::F32, {E, K});
+  return s;
+}
+
+Problem validate_run_args(const LayerConfig& c, const LayerShape& s, const RunArgs& a, DeviceType device) {
+  (void)c;
+  expect_present(a.hidden_states, "hidden_states");
+  const TensorView& x = a.hidden_states;
+  if (x.dtype != DType::F32 && x.dtype != DType::F16 && x.dtype != DType::BF16)
+    throw InvalidArgument("hidden_states", "dtype F32, F16 or BF16", dtype_name(x.dtype));
+  if (x.ndim != 2 || x.shape[1] != s.hidden)
+    throw InvalidArgument("hidden_states", "shape [M," + std::to_string(s.hidden) + "]", x.shape_str());
+  expect_contiguous(x, "hidden_states");
+  const int64_t M = x.shape[0];
+
+  expect_present(a.topk_ids, "topk_ids");
+  if (a.topk_ids.ndim != 2 || a.topk_ids.shape[0] != M || a.topk_ids.shape[1] < 1)
+    throw InvalidArgument("topk_ids", "shape [" + std::to_string(M) + ",topk] with topk >= 1", a.topk_ids.shape_str());
+  const int64_t topk = a.topk_ids.shape[1];
+  expect_tensor(a.topk_ids, "topk_ids", DType::I32, {M, topk});
+  expect_tensor(a.topk_weights, "topk_weights", DType::F32, {M, topk});
+  expect_tensor(a.output, "output", x.dtype, {M, s.hidden});
+
+  int64_t global = s.num_experts;
+  if (a.expert_map.present()) {
+    expect_present(a.expert_map, "expert_map");
+    expect_dtype(a.expert_map, "expert_map", DType::I32);
+    if (a.expert_map.ndim != 1 || a.expert_map.shape[0] < 1)
+      throw InvalidArgument("expert_map", "shape [E_global] with E_global >= 1", a.expert_map.shape_str());
+    expect_contiguous(a.expert_map, "expert_map");
+    global = a.expert_map.shape[0];
+  }
+  auto on_device = [&](const TensorView& t, const char* name) {
+    if (t.present() && t.device != device)
+      throw InvalidArgument(name, device == DeviceType::CPU ? "a CPU tensor (CPU backend)" : "a CUDA tensor (CUDA backend)",
+                            t.device == DeviceType::CPU ? "a CPU tensor" : "a CUDA tensor");
+  };
+  on_device(a.hidden_states, "hidden_states");
+  on_device(a.topk_ids, "topk_ids");
+  on_device(a.topk_weights, "topk_weights");
+  on_device(a.expert_map, "expert_map");
+  on_device(a.output, "output");
+  if (M > 0 && a.output.data == a.hidden_states.data)
+    throw InvalidArgument("output", "a buffer distinct from hidden_states", "the same pointer");
+
+  Problem p;
+  p.num_tokens = M;
+  p.hidden = s.hidden;
+  p.inter = s.inter;
+  p.num_experts = s.num_experts;
+  p.num_global_experts = global;
+  p.topk = topk;
+  return p;
+}
+
+}  // namespace fusedmoe::detail
