@@ -97,6 +97,16 @@ LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
   if (K < 1 || N < 1) throw InvalidArgument("w2_weight", "K >= 1 and N >= 1", w.w2_weight.shape_str());
   if (c.interleaved && R % 2 != 0) throw InvalidArgument("w13_weight", "an even number of rows when interleaved", std::to_string(R));
 
+  // Block-size constraints of the formats, before any tensor check so the error names K or N.
+  if (c.format == Format::W4A8_INT4 || c.format == Format::MXFP4 || c.format == Format::NVFP4) {
+    const int64_t bs = c.format == Format::W4A8_INT4 ? kW4A8GroupSize
+                       : c.format == Format::MXFP4   ? kMxfp4BlockSize
+                                                     : kNvfp4BlockSize;
+    const std::string why = std::string(" of format ") + format_name(c.format) + ": blocks of " + std::to_string(bs);
+    expect_multiple(K, bs, ("K (hidden size" + why + ")").c_str());
+    expect_multiple(N, bs, ("N (intermediate size" + why + ")").c_str());
+  }
+
   DType wt;
   switch (c.format) {
     case Format::BF16: wt = DType::BF16; break;
@@ -107,7 +117,6 @@ LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
   }
   expect_tensor(w.w2_weight, "w2_weight", wt, {E, K, N / pack});
   if (pack == 2) {
-    expect_multiple(K, 2, "K (hidden size, from w13_weight packing)");
     expect_tensor(w.w13_weight, "w13_weight", wt, {E, R, K / 2});
   } else {
     expect_tensor(w.w13_weight, "w13_weight", wt, {E, R, K});
@@ -147,8 +156,6 @@ LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
       expect_tensor(w.w2_weight_scale, "w2_weight_scale", DType::F32, {E, ceil_div(K, 128), ceil_div(N, 128)});
       break;
     case Format::W4A8_INT4:
-      expect_multiple(K, kW4A8GroupSize, "K (hidden size, w4a8-int4 groups of 128)");
-      expect_multiple(N, kW4A8GroupSize, "N (intermediate size, w4a8-int4 groups of 128)");
       expect_tensor(w.w13_weight_scale, "w13_weight_scale", DType::BF16, {E, R, K / 128});
       expect_tensor(w.w2_weight_scale, "w2_weight_scale", DType::BF16, {E, K, N / 128});
       break;
@@ -156,9 +163,6 @@ LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
     case Format::NVFP4: {
       const int64_t bs = c.format == Format::MXFP4 ? kMxfp4BlockSize : kNvfp4BlockSize;
       const DType st = c.format == Format::MXFP4 ? DType::U8 : DType::F8_E4M3;
-      const char* fname = format_name(c.format);
-      expect_multiple(K, bs, (std::string("K (hidden size, ") + fname + " blocks)").c_str());
-      expect_multiple(N, bs, (std::string("N (intermediate size, ") + fname + " blocks)").c_str());
       if (c.weight_scale_layout == ScaleLayout::LINEAR) {
         expect_tensor(w.w13_weight_scale, "w13_weight_scale", st, {E, R, K / bs});
         expect_tensor(w.w2_weight_scale, "w2_weight_scale", st, {E, K, N / bs});

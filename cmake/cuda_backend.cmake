@@ -1,0 +1,48 @@
+# The CUDA backend (Hopper, sm_90a). Included by the root CMakeLists.txt when CUDA is on.
+#
+# Sources: every src/cuda/*.cu and *.cpp (routing.cu included). The CUTLASS grouped-GEMM
+# instances live one or two per file (sm90_grouped_gemm_<family>.cu) because each costs about a
+# minute and several GB of compiler memory; FUSEDMOE_SKIP_GPU_FORMATS leaves families out
+# (their formats are then refused by can_implement() with a reason naming the option).
+
+file(GLOB FUSEDMOE_CUDA_SOURCES CONFIGURE_DEPENDS
+     ${PROJECT_SOURCE_DIR}/src/cuda/*.cu ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
+
+set(_fusedmoe_gpu_families bf16 fp16 fp8)
+foreach(_family IN LISTS FUSEDMOE_SKIP_GPU_FORMATS)
+  if(NOT _family IN_LIST _fusedmoe_gpu_families)
+    message(FATAL_ERROR "FUSEDMOE_SKIP_GPU_FORMATS: unknown kernel family '${_family}' "
+                        "(known: ${_fusedmoe_gpu_families})")
+  endif()
+  list(FILTER FUSEDMOE_CUDA_SOURCES EXCLUDE REGEX "sm90_grouped_gemm_${_family}\\.cu$")
+  string(TOUPPER ${_family} _FAMILY)
+  target_compile_definitions(fusedmoe PRIVATE FUSEDMOE_SKIP_GPU_${_FAMILY}=1)
+  message(STATUS "fusedmoe: GPU kernel family ${_family} skipped")
+endforeach()
+
+if(NOT EXISTS ${FUSEDMOE_CUTLASS_DIR}/include/cutlass/cutlass.h)
+  message(FATAL_ERROR "CUTLASS headers not found under FUSEDMOE_CUTLASS_DIR=${FUSEDMOE_CUTLASS_DIR} "
+                      "(expected include/cutlass/cutlass.h; pip install nvidia-cutlass==4.2.0.0 "
+                      "--target third_party/cutlass)")
+endif()
+
+target_sources(fusedmoe PRIVATE ${FUSEDMOE_CUDA_SOURCES})
+target_include_directories(fusedmoe SYSTEM PRIVATE
+  ${FUSEDMOE_CUTLASS_DIR}/include ${FUSEDMOE_CUTLASS_DIR}/tools/util/include)
+target_link_libraries(fusedmoe PUBLIC CUDA::cudart)
+target_compile_definitions(fusedmoe PUBLIC FUSEDMOE_WITH_CUDA=1)
+
+# wgmma / setmaxnreg need the arch-specific target; the -gencode form avoids a plain sm_90 pass
+# that rejects them (docs: HOPPER.md). Respect a user-chosen CMAKE_CUDA_ARCHITECTURES otherwise.
+set_property(TARGET fusedmoe PROPERTY CUDA_ARCHITECTURES ${CMAKE_CUDA_ARCHITECTURES})
+set_property(TARGET fusedmoe PROPERTY CUDA_SEPARABLE_COMPILATION OFF)
+target_compile_options(fusedmoe PRIVATE
+  $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr>
+  $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-fPIC>
+  # Exact IEEE division / sqrt: the quantisation steps (x / s) must round like the CPU oracle.
+  $<$<COMPILE_LANGUAGE:CUDA>:-prec-div=true>
+  $<$<COMPILE_LANGUAGE:CUDA>:-prec-sqrt=true>
+  $<$<COMPILE_LANGUAGE:CUDA>:-ftz=false>)
+if(FUSEDMOE_PTXAS_VERBOSE)
+  target_compile_options(fusedmoe PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xptxas=-v>)
+endif()

@@ -1,0 +1,124 @@
+#pragma once
+// The stages of the CUDA backend and their launchers (one kernel family per .cu file):
+//   permute.cu    routing plan (expert counts/offsets, stable slot order) + GEMM1 operand gather
+//   activation.cu bias1 + activation + rounding + GEMM2 operand quantisation
+//   finalize.cu   GEMM2 dequant + bias2 + weighted top-k sum
+//   grouped_gemm.hpp / sm90_grouped_gemm_*.cu / simt_grouped_gemm.cu  the two grouped GEMMs
+// Everything is launched on the caller's stream with no allocation and no host sync.
+//
+// Terms: a *slot* is one (token, k) pair, flattened i = t * topk + k. A *row* is a slot that
+// selects a local expert, at its position in the expert-grouped (permuted) order.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "fusedmoe/config.hpp"
+#include "fusedmoe/tensor.hpp"
+
+namespace fusedmoe::cuda {
+
+// Operand type of the grouped GEMMs (the weights' type; activations are converted to it).
+enum class Operand : uint8_t { BF16, FP16, FP32, FP8 };
+
+// How a GEMM's activation operand is quantised to fp8 (LAYER_FILE.md).
+enum class Fp8Quant : uint8_t {
+  NONE,            // 16/32-bit operand: a plain conversion
+  TENSOR_STATIC,   // q = e4m3(x / s), s = the layer's input scale
+  TENSOR_DYNAMIC,  // same with s = max(amax over the operand, 1e-10) / 448
+  ROW,             // per row: s = max(amax_row, 1e-10) / 448
+};
+
+// A per-tensor fp8 scale on the device: either a scale, or an amax (as float bits written by
+// atomicMax) that the consumer turns into max(amax, 1e-10) / 448.
+struct TensorScale {
+  const float* ptr = nullptr;
+  bool from_amax = false;
+};
+
+// Largest expert count the plan kernels keep in shared memory (E ints per block).
+constexpr int kMaxExperts = 8192;
+// Rows per tile of the SIMT grouped GEMM; the plan computes tiles per expert for it.
+constexpr int kSimtTileM = 64;
+
+// ---------------------------------------------------------------- permute.cu
+struct PlanBuffers {
+  int32_t* slot_expert = nullptr;     // [slots] local expert or -1 (general path scratch)
+  int32_t* slot_row = nullptr;        // [slots] row of the slot, or -1 (contributes nothing)
+  int32_t* row_slot = nullptr;        // [slots] slot of each row (first offsets[E] valid)
+  int32_t* row_expert = nullptr;      // [slots] expert of each row
+  int32_t* expert_offsets = nullptr;  // [E + 1] first row of each expert; [E] = rows
+  int32_t* tile_offsets = nullptr;    // [E + 1] first SIMT tile (kSimtTileM rows) of each expert
+  int32_t* chunk_counts = nullptr;    // [plan_chunks(slots) * E] general path scratch
+};
+int64_t plan_chunks(int64_t slots);
+// ids: [slots] (global ids); expert_map: [num_global] or nullptr (then num_global == E).
+void launch_plan(const int32_t* ids, const int32_t* expert_map, int64_t slots, int num_experts,
+                 int64_t num_global, const PlanBuffers& plan, cudaStream_t stream);
+
+struct GatherParams {
+  const void* x = nullptr;  // hidden_states [M, K]
+  DType x_dtype = DType::BF16;
+  int64_t K = 0;
+  int64_t topk = 1;
+  const float* topk_weights = nullptr;  // [M, topk]
+  bool on_input = false;                // scale rows by the router weight (then round to x_dtype)
+  const int32_t* row_slot = nullptr;
+  const int32_t* rows = nullptr;  // device pointer to the row count (expert_offsets + E)
+  void* out = nullptr;            // [rows, K] operand
+  Operand op = Operand::BF16;
+  Fp8Quant quant = Fp8Quant::NONE;
+  TensorScale scale;             // TENSOR_*
+  float* row_scale = nullptr;    // ROW: [rows] output scales
+};
+// Dynamic per-tensor scale of GEMM1's operand: amax of hidden_states (all M rows), or of the
+// router-weighted rows when on_input. *amax_bits must be zeroed first (launcher does it).
+void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float* amax_bits, cudaStream_t stream);
+void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream);
+
+// ---------------------------------------------------------------- activation.cu
+struct Dequant {
+  // GEMM output (r, c) of expert e is multiplied by a(r) * w(e, c) (fp8 formats only).
+  enum Kind : uint8_t { NONE, TENSOR, CHANNEL } kind = NONE;
+  TensorScale a_tensor;              // TENSOR: activation scale
+  const float* a_row = nullptr;      // CHANNEL: [rows] activation scales
+  const float* w = nullptr;          // TENSOR: [E]; CHANNEL: [E, cols]
+};
+
+struct ActivationParams {
+  const float* h = nullptr;  // GEMM1 output [rows, R] fp32, unscaled
+  int64_t R = 0, N = 0;
+  const int32_t* row_expert = nullptr;
+  const int32_t* rows = nullptr;  // device row count
+  Activation act = Activation::SILU;
+  GateUpOrder order = GateUpOrder::GATE_UP;
+  bool interleaved = false;
+  float alpha = 1.702f, limit = 7.0f;
+  const float* bias = nullptr;  // [E, R] or nullptr
+  Dequant dq;
+  DType act_dtype = DType::BF16;  // the activation output is rounded to this (hidden dtype)
+  void* out = nullptr;            // [rows, N] GEMM2 operand
+  Operand op = Operand::BF16;
+  Fp8Quant quant = Fp8Quant::NONE;
+  TensorScale scale;           // TENSOR_STATIC
+  float* amax_bits = nullptr;  // TENSOR_DYNAMIC: amax of the activation output (zeroed by launcher)
+  float* staging = nullptr;    // TENSOR_DYNAMIC / ROW: [rows, N] rounded activation output
+  float* row_scale = nullptr;  // ROW: [rows] output scales
+};
+void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream);
+
+// ---------------------------------------------------------------- finalize.cu
+struct FinalizeParams {
+  const float* y = nullptr;  // GEMM2 output [rows, K] fp32, unscaled
+  int64_t M = 0, K = 0, topk = 1;
+  const int32_t* slot_row = nullptr;
+  const int32_t* row_expert = nullptr;
+  const float* topk_weights = nullptr;
+  bool on_input = false;        // weight 1 in the sum
+  const float* bias = nullptr;  // [E, K] or nullptr
+  Dequant dq;
+  void* out = nullptr;  // [M, K] hidden dtype
+  DType out_dtype = DType::BF16;
+};
+void launch_finalize(const FinalizeParams& p, cudaStream_t stream);
+
+}  // namespace fusedmoe::cuda
