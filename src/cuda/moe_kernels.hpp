@@ -36,7 +36,7 @@ struct TensorScale {
 };
 
 // Largest expert count the plan kernels keep in shared memory (E ints per block).
-constexpr int kMaxExperts = 8192;
+constexpr int kMaxExperts = 4096;
 // Rows per tile of the SIMT grouped GEMM; the plan computes tiles per expert for it.
 constexpr int kSimtTileM = 64;
 

@@ -1,0 +1,103 @@
+#pragma once
+// Device helpers shared by the elementwise stages: dtype conversions with the exact rounding of
+// the CPU codecs (round to nearest even; e4m3 saturating to +-448), fp8 scale formulas, and
+// block-wide reductions. All conversions go through cuda_bf16.h / cuda_fp16.h / cuda_fp8.h,
+// which the CPU codecs are bit-exact with.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <cstdint>
+
+#include "cuda/moe_kernels.hpp"
+
+namespace fusedmoe::cuda {
+
+constexpr float kFp8Max = 448.0f;
+constexpr float kMinAmax = 1e-10f;
+
+__device__ __forceinline__ float load_as_float(const void* p, DType d, int64_t i) {
+  switch (d) {
+    case DType::BF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case DType::F16: return __half2float(static_cast<const __half*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// Rounds to the activation dtype (bf16 / fp16 / fp32), as the CPU's round_to().
+__device__ __forceinline__ float round_to(DType d, float v) {
+  switch (d) {
+    case DType::BF16: return __bfloat162float(__float2bfloat16_rn(v));
+    case DType::F16: return __half2float(__float2half_rn(v));
+    default: return v;
+  }
+}
+
+__device__ __forceinline__ void store_from_float(void* p, DType d, int64_t i, float v) {
+  switch (d) {
+    case DType::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case DType::F16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    default: static_cast<float*>(p)[i] = v; break;
+  }
+}
+
+__device__ __forceinline__ uint8_t to_e4m3(float v) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+// Per-tensor quantisation step of quantize_fp8_with_scale: 0 stays 0 even when s == 0.
+__device__ __forceinline__ uint8_t quant_tensor(float v, float s) { return to_e4m3(v == 0.0f ? v : __fdiv_rn(v, s)); }
+// Per-row step of quantize_fp8_per_row.
+__device__ __forceinline__ uint8_t quant_row(float v, float s) { return to_e4m3(__fdiv_rn(v, s)); }
+__device__ __forceinline__ float scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, kMinAmax), kFp8Max); }
+
+__device__ __forceinline__ float tensor_scale_value(const TensorScale& s) {
+  const float v = *s.ptr;
+  return s.from_amax ? scale_from_amax(v) : v;
+}
+
+// Operand store for the 16/32-bit operands (the fp8 ones go through quant_*).
+__device__ __forceinline__ void store_operand(void* p, Operand op, int64_t i, float v) {
+  switch (op) {
+    case Operand::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
+    case Operand::FP16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
+    case Operand::FP32: static_cast<float*>(p)[i] = v; break;
+    case Operand::FP8: static_cast<uint8_t*>(p)[i] = to_e4m3(v); break;
+  }
+}
+
+// |v| for an amax that skips NaN (as the CPU quantisers: a NaN compares false).
+__device__ __forceinline__ float abs_for_amax(float v) { return v == v ? fabsf(v) : 0.0f; }
+
+// Non-negative floats order like their bit patterns, so an integer atomicMax is an exact,
+// order-independent float max (the result does not depend on which block comes first).
+__device__ __forceinline__ void atomic_max_nonneg(float* addr, float v) {
+  atomicMax(reinterpret_cast<unsigned int*>(addr), __float_as_uint(v));
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
+// Block-wide max (blockDim.x a multiple of 32, <= 1024). All threads get the result.
+__device__ __forceinline__ float block_max(float v) {
+  __shared__ float warp_vals[32];
+  __shared__ float result;
+  v = warp_max(v);
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  if (lane == 0) warp_vals[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    const int nwarps = blockDim.x >> 5;
+    float w = lane < nwarps ? warp_vals[lane] : 0.0f;
+    w = warp_max(w);
+    if (lane == 0) result = w;
+  }
+  __syncthreads();
+  return result;
+}
+
+__device__ __forceinline__ int32_t load_rows(const int32_t* rows) { return *rows; }
+
+}  // namespace fusedmoe::cuda

@@ -1,0 +1,278 @@
+// Permute stage: the routing plan (which row of the expert-grouped order each slot goes to) and
+// the gather of GEMM1's operand rows (router weight on input, conversion / fp8 quantisation).
+//
+// Determinism: rows inside an expert are ordered by slot index i = t * topk + k (as the CPU
+// backend). Counting uses shared-memory atomics, whose order cannot change an integer count;
+// positions are assigned by one warp walking its slots in order (__match_any_sync gives the
+// rank among equal experts), never by atomics whose order would leak into the result.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/device_utils.cuh"
+
+namespace fusedmoe::cuda {
+namespace {
+
+// Slots per chunk of the general (multi-block) plan; also the limit of the one-block plan.
+constexpr int kChunk = 1024;
+constexpr int kScanThreads = 1024;
+
+__device__ __forceinline__ int32_t local_expert(const int32_t* ids, const int32_t* emap, int64_t i, int E,
+                                                int64_t num_global) {
+  const int32_t g = ids[i];
+  if (g < 0 || g >= num_global) return -1;
+  const int32_t e = emap ? emap[g] : g;
+  return (e >= 0 && e < E) ? e : -1;  // unmapped, or a map entry outside the local range
+}
+
+// In-place exclusive scan of n ints in shared memory by the whole block (blockDim.x a multiple
+// of 32). Each thread scans a contiguous segment, then the segment sums are scanned.
+// Returns the total to every thread.
+__device__ int32_t block_exclusive_scan(int32_t* data, int n) {
+  __shared__ int32_t warp_sums[32];
+  __shared__ int32_t total_s;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  const int per = (n + nt - 1) / nt;
+  const int b = min(n, tid * per), e = min(n, b + per);
+  int32_t sum = 0;
+  for (int j = b; j < e; ++j) sum += data[j];
+  // Inclusive warp scan of the segment sums.
+  const int lane = tid & 31, warp = tid >> 5;
+  int32_t incl = sum;
+  for (int o = 1; o < 32; o <<= 1) {
+    const int32_t v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  if (warp == 0) {
+    const int nw = nt >> 5;
+    int32_t w = lane < nw ? warp_sums[lane] : 0;
+    int32_t wi = w;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int32_t v = __shfl_up_sync(0xffffffffu, wi, o);
+      if (lane >= o) wi += v;
+    }
+    if (lane < nw) warp_sums[lane] = wi - w;  // exclusive
+    if (lane == 31) total_s = wi;
+  }
+  __syncthreads();
+  int32_t run = warp_sums[warp] + incl - sum;
+  for (int j = b; j < e; ++j) {
+    const int32_t v = data[j];
+    data[j] = run;
+    run += v;
+  }
+  __syncthreads();
+  return total_s;
+}
+
+// Expert and SIMT-tile offsets from per-expert counts in shared memory (counts are overwritten).
+__device__ void write_offsets(int32_t* counts, int32_t* tiles, int E, const PlanBuffers& p) {
+  for (int e = threadIdx.x; e < E; e += blockDim.x) tiles[e] = (counts[e] + kSimtTileM - 1) / kSimtTileM;
+  __syncthreads();
+  const int32_t rows = block_exclusive_scan(counts, E);
+  const int32_t ntiles = block_exclusive_scan(tiles, E);
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    p.expert_offsets[e] = counts[e];
+    p.tile_offsets[e] = tiles[e];
+  }
+  if (threadIdx.x == 0) {
+    p.expert_offsets[E] = rows;
+    p.tile_offsets[E] = ntiles;
+  }
+}
+
+// One warp assigns rows to slots [begin, end) in slot order. run[e] = next free row of expert e
+// (shared memory, private to this warp). ex(i) gives the slot's local expert.
+template <typename ExpertOf>
+__device__ void place_slots(int64_t begin, int64_t end, int32_t* run, ExpertOf ex, const PlanBuffers& p) {
+  const int lane = threadIdx.x & 31;
+  const unsigned lt_mask = (1u << lane) - 1u;
+  for (int64_t base = begin; base < end; base += 32) {
+    const int64_t i = base + lane;
+    const int32_t e = i < end ? ex(i) : -2;  // -2: past the end (never matches a real slot)
+    const unsigned same = __match_any_sync(0xffffffffu, e);
+    int32_t row = -1;
+    if (e >= 0) row = run[e] + __popc(same & lt_mask);
+    __syncwarp();
+    if (e >= 0 && (same & lt_mask) == 0) run[e] += __popc(same);  // the group's first lane
+    __syncwarp();
+    if (i < end) {
+      p.slot_row[i] = row;
+      if (row >= 0) {
+        p.row_slot[row] = static_cast<int32_t>(i);
+        p.row_expert[row] = e;
+      }
+    }
+  }
+}
+
+// Small problems (slots <= kChunk): the whole plan in one block.
+__global__ void plan_small_kernel(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
+                                  PlanBuffers p) {
+  extern __shared__ int32_t smem[];
+  int32_t* counts = smem;      // [E]
+  int32_t* tiles = smem + E;   // [E]
+  int32_t* ex = tiles + E;     // [kChunk]
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
+    const int32_t e = local_expert(ids, emap, i, E, num_global);
+    ex[i] = e;
+    if (e >= 0) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  write_offsets(counts, tiles, E, p);  // counts now hold the offsets: warp 0 uses them as run[]
+  __syncthreads();
+  if (threadIdx.x < 32) place_slots(0, slots, counts, [&](int64_t i) { return ex[i]; }, p);
+}
+
+// General path, 1/3: each block counts the experts of one chunk of slots.
+__global__ void plan_count_kernel(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
+                                  PlanBuffers p) {
+  extern __shared__ int32_t counts[];  // [E]
+  for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
+  __syncthreads();
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kChunk;
+  const int64_t end = min(slots, begin + kChunk);
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    const int32_t e = local_expert(ids, emap, i, E, num_global);
+    p.slot_expert[i] = e;
+    if (e >= 0) atomicAdd(&counts[e], 1);
+  }
+  __syncthreads();
+  int32_t* out = p.chunk_counts + static_cast<int64_t>(blockIdx.x) * E;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) out[e] = counts[e];
+}
+
+// General path, 2/3 (one block): per expert, exclusive scan over the chunks (in place), then
+// the expert and tile offsets.
+__global__ void plan_scan_kernel(int64_t chunks, int E, PlanBuffers p) {
+  extern __shared__ int32_t smem[];
+  int32_t* counts = smem;     // [E]
+  int32_t* tiles = smem + E;  // [E]
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t run = 0;
+    for (int64_t c = 0; c < chunks; ++c) {
+      int32_t* cc = p.chunk_counts + c * E + e;
+      const int32_t v = *cc;
+      *cc = run;
+      run += v;
+    }
+    counts[e] = run;
+  }
+  __syncthreads();
+  write_offsets(counts, tiles, E, p);
+}
+
+// General path, 3/3: one warp per chunk places its slots after those of earlier chunks.
+__global__ void plan_place_kernel(int64_t slots, int E, PlanBuffers p) {
+  extern __shared__ int32_t run[];  // [E]
+  const int64_t c = blockIdx.x;
+  for (int e = threadIdx.x; e < E; e += blockDim.x) run[e] = p.expert_offsets[e] + p.chunk_counts[c * E + e];
+  __syncwarp();
+  const int64_t begin = c * kChunk;
+  const int64_t end = min(slots, begin + kChunk);
+  const int32_t* se = p.slot_expert;
+  place_slots(begin, end, run, [&](int64_t i) { return se[i]; }, p);
+}
+
+// ---- GEMM1 operand ----
+
+// The operand value of element k of row r before quantisation (oracle: x, or round(x * w)).
+__device__ __forceinline__ float gemm1_value(const GatherParams& p, int64_t t, float w, int64_t k) {
+  const float x = load_as_float(p.x, p.x_dtype, t * p.K + k);
+  return p.on_input ? round_to(p.x_dtype, x * w) : x;
+}
+
+__global__ void hidden_amax_kernel(const void* x, DType dt, int64_t n, float* amax_bits) {
+  float m = 0.0f;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    m = fmaxf(m, abs_for_amax(load_as_float(x, dt, i)));
+  m = block_max(m);
+  if (threadIdx.x == 0) atomic_max_nonneg(amax_bits, m);
+}
+
+// amax of the router-weighted rows (apply_router_weight_on_input): one block per row.
+__global__ void weighted_rows_amax_kernel(GatherParams p, float* amax_bits) {
+  const int64_t r = blockIdx.x;
+  if (r >= load_rows(p.rows)) return;
+  const int64_t i = p.row_slot[r], t = i / p.topk;
+  const float w = p.topk_weights[i];
+  float m = 0.0f;
+  for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) m = fmaxf(m, abs_for_amax(gemm1_value(p, t, w, k)));
+  m = block_max(m);
+  if (threadIdx.x == 0) atomic_max_nonneg(amax_bits, m);
+}
+
+// One block per row: gather, convert or quantise.
+__global__ void gather_kernel(GatherParams p) {
+  const int64_t r = blockIdx.x;
+  if (r >= load_rows(p.rows)) return;
+  const int64_t i = p.row_slot[r], t = i / p.topk;
+  const float w = p.on_input ? p.topk_weights[i] : 1.0f;
+  const int64_t base = r * p.K;
+  if (p.quant == Fp8Quant::NONE) {
+    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) store_operand(p.out, p.op, base + k, gemm1_value(p, t, w, k));
+    return;
+  }
+  uint8_t* q = static_cast<uint8_t*>(p.out);
+  float s;
+  if (p.quant == Fp8Quant::ROW) {
+    float m = 0.0f;
+    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) m = fmaxf(m, abs_for_amax(gemm1_value(p, t, w, k)));
+    s = scale_from_amax(block_max(m));
+    if (threadIdx.x == 0) p.row_scale[r] = s;
+    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) q[base + k] = quant_row(gemm1_value(p, t, w, k), s);
+  } else {
+    s = tensor_scale_value(p.scale);
+    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) q[base + k] = quant_tensor(gemm1_value(p, t, w, k), s);
+  }
+}
+
+int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
+
+}  // namespace
+
+int64_t plan_chunks(int64_t slots) { return (slots + kChunk - 1) / kChunk; }
+
+void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
+                 const PlanBuffers& p, cudaStream_t stream) {
+  if (slots <= kChunk) {
+    const size_t smem = (2 * static_cast<size_t>(E) + kChunk) * sizeof(int32_t);
+    plan_small_kernel<<<1, kScanThreads, smem, stream>>>(ids, emap, slots, E, num_global, p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const int64_t chunks = plan_chunks(slots);
+  const size_t smem_e = static_cast<size_t>(E) * sizeof(int32_t);
+  plan_count_kernel<<<static_cast<unsigned>(chunks), 256, smem_e, stream>>>(ids, emap, slots, E, num_global, p);
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+  plan_scan_kernel<<<1, kScanThreads, 2 * smem_e, stream>>>(chunks, E, p);
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+  plan_place_kernel<<<static_cast<unsigned>(chunks), 32, smem_e, stream>>>(slots, E, p);
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float* amax_bits, cudaStream_t stream) {
+  FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(float), stream));
+  if (p.on_input) {
+    weighted_rows_amax_kernel<<<static_cast<unsigned>(max_rows), row_threads(p.K), 0, stream>>>(p, amax_bits);
+  } else {
+    const int64_t n = M * p.K;
+    const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
+    hidden_amax_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p.x, p.x_dtype, n, amax_bits);
+  }
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+}
+
+void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
+  gather_kernel<<<static_cast<unsigned>(max_rows), row_threads(p.K), 0, stream>>>(p);
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fusedmoe::cuda
