@@ -9,9 +9,9 @@
 namespace fusedmoe {
 
 // ---- 16-bit floats ----
-uint16_t float_to_bf16_bits(float x);  // RNE, NaN kept quiet
+uint16_t float_to_bf16_bits(float x);  // RNE; NaN -> 0x7fff (CUDA's canonical NaN, sign dropped)
 float bf16_bits_to_float(uint16_t b);
-uint16_t float_to_fp16_bits(float x);  // RNE, overflow -> Inf
+uint16_t float_to_fp16_bits(float x);  // RNE, overflow -> Inf; NaN -> 0x7fff
 float fp16_bits_to_float(uint16_t b);
 inline float round_bf16(float x) { return bf16_bits_to_float(float_to_bf16_bits(x)); }
 inline float round_fp16(float x) { return fp16_bits_to_float(float_to_fp16_bits(x)); }
@@ -19,9 +19,10 @@ inline float round_fp16(float x) { return fp16_bits_to_float(float_to_fp16_bits(
 // ---- FP8 ----
 constexpr float kE4M3Max = 448.0f;
 constexpr float kE5M2Max = 57344.0f;
-uint8_t float_to_e4m3(float x);  // RNE, saturating (as __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3))
+// RNE, saturating (as __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3)); NaN -> 0x7f.
+uint8_t float_to_e4m3(float x);
 float e4m3_to_float(uint8_t b);  // 0x7f / 0xff are NaN
-uint8_t float_to_e5m2(float x);  // RNE, saturating
+uint8_t float_to_e5m2(float x);  // RNE, saturating; NaN -> 0x7f
 float e5m2_to_float(uint8_t b);
 inline float round_e4m3(float x) { return e4m3_to_float(float_to_e4m3(x)); }
 
@@ -41,9 +42,11 @@ enum class Mxfp4ScaleRounding : uint8_t {
   NVIDIA,  // e = ceil(log2(amax / 6)) (vLLM, FlashInfer kernels)
 };
 const char* mxfp4_rounding_name(Mxfp4ScaleRounding r);
-// E8M0 code for a block with this amax (amax == 0 -> 2^-127's code 0; clamped to [0, 254]).
+// E8M0 code for a block with this |amax| (amax == 0 -> 2^-127's code 0; clamped to [0, 254];
+// NaN -> 0xff). Exact: the exponent comes from frexp, never from a rounded log2.
 uint8_t mxfp4_scale_code(float amax, Mxfp4ScaleRounding rounding);
-// Smallest power of two >= x (UE8M0 round-up of a positive scale), as a float.
+// Smallest power of two >= x (UE8M0 round-up of a positive scale), as a float; x <= 0, Inf and
+// NaN are returned unchanged.
 float round_up_pow2(float x);
 
 // ---- int4 ----

@@ -14,7 +14,9 @@
 
 namespace fusedmoe {
 
-// An owning host tensor (contiguous).
+// An owning host tensor (contiguous). A default-constructed one (no shape, no bytes) is
+// "absent": numel() 0 and an absent view(). A 0-d tensor (a safetensors scalar) has no shape and
+// one element; view() throws for it and for more than kMaxDims dimensions.
 struct HostTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
@@ -35,7 +37,9 @@ struct Safetensors {
   std::map<std::string, HostTensor> tensors;
 };
 
-// Parse a whole file image. `what` names the source in errors.
+// Parse a whole file image. `what` names the source in errors. The tensors must tile the data
+// buffer exactly (no overlap, no gap, no trailing bytes); JSON keys must be unique; dtypes are
+// those of DType. Writers pad the header with spaces to a multiple of 8 bytes.
 Safetensors parse_safetensors(const uint8_t* data, size_t size, const std::string& what);
 Safetensors read_safetensors(const std::string& path);
 std::vector<uint8_t> serialize_safetensors(const Safetensors& st);
@@ -47,7 +51,10 @@ struct LayerFile {
   std::map<std::string, HostTensor> tensors;  // only the contract's names
   LayerWeights weights() const;               // CPU views into `tensors`
 };
-// Checks every key, tensor name, dtype and shape against the contract.
+// Checks every key, tensor name, dtype and shape against the contract. Keys that apply only to
+// some layers (interleaved, swiglu_alpha/limit: swigluoai; act_dtype: mxfp4/nvfp4) are refused
+// on other layers even with their default value. Writers refuse configs the file cannot
+// express (swizzled scales, uint4b8, fp8_block_ue8m0) and E/K/N that disagree with the tensors.
 LayerFile layer_from_safetensors(const Safetensors& st, const std::string& what);
 Safetensors layer_to_safetensors(const LayerFile& layer);
 LayerFile read_layer_file(const std::string& path);

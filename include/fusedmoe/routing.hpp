@@ -47,10 +47,10 @@ void route_cpu(const RoutingConfig& config, const float* logits, int64_t num_tok
 // The same routing on a CUDA device (identical ids to route_cpu): device pointers, the
 // caller's cudaStream_t. correction_bias, when set, must be a device pointer too.
 // Throws NotImplemented when the library is built without CUDA.
-// One warp per token; limits: topk <= 32 and 2 * E + num_groups <= 12288 floats (E <= 4096),
-// else NotImplemented. Same fp32 operations in the same order as route_cpu (ids identical,
-// weights bitwise equal by design; the tests allow 1e-6 relative). Asynchronous, allocates
-// nothing, never synchronizes: safe inside CUDA graph capture. Launch errors throw Error.
+// One warp per token; limits: topk <= 32 and num_experts <= 4096, else NotImplemented.
+// Same fp32 operations in the same order as route_cpu (ids identical, weights bitwise equal by
+// design; the tests allow 1e-6 relative). Asynchronous, allocates nothing, never synchronizes:
+// safe inside CUDA graph capture. Launch errors throw Error with the CUDA error string.
 void route_cuda(const RoutingConfig& config, const float* logits, int64_t num_tokens,
                 int32_t* topk_ids, float* topk_weights, void* stream);
 

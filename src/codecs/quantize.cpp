@@ -1,5 +1,5 @@
 // CPU quantisers: the exact steps of docs/LAYER_FILE.md. Operation order matters for bit-exactness
-// (x / s, not x * (1/s)); amax skips NaN (a NaN compares false) so one NaN does not poison a scale.
+// (x / s, not x * (1/s), unless 1/s is exact); amax skips NaN (a NaN compares false), as fmaxf.
 #include "fusedmoe/quantize.hpp"
 
 #include <algorithm>
@@ -145,10 +145,12 @@ void quantize_mxfp4(const float* w, int64_t rows, int64_t cols, Mxfp4ScaleRoundi
       const float* wb = w + r * cols + b * 32;
       const uint8_t code = mxfp4_scale_code(amax_of(wb, 32), rounding);
       scales[r * blocks + b] = code;
-      const float s = e8m0_to_float(code);  // a power of two: the division is exact
+      // s = 2^e with e in [-127, 127], so 1/s is exact and x * (1/s) rounds the same real
+      // number as x / s: bit-identical, and cheaper.
+      const float inv = 1.0f / e8m0_to_float(code);
       uint8_t* qb = q + (r * cols + b * 32) / 2;
       for (int i = 0; i < 32; i += 2)
-        qb[i / 2] = static_cast<uint8_t>(float_to_e2m1(wb[i] / s) | (float_to_e2m1(wb[i + 1] / s) << 4));
+        qb[i / 2] = static_cast<uint8_t>(float_to_e2m1(wb[i] * inv) | (float_to_e2m1(wb[i + 1] * inv) << 4));
     }
   }
 }
