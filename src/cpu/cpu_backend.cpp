@@ -13,6 +13,7 @@
 #include "cpu/parallel.hpp"
 #include "cpu/weight_rows.hpp"
 #include "fusedmoe/codecs.hpp"
+#include "fusedmoe/quantize.hpp"
 
 namespace fusedmoe::detail {
 namespace {
@@ -167,11 +168,11 @@ class CpuBackend final : public BackendImpl {
       if (weights_.w13_input_scale.present()) {
         q1.tensor_scale = weights_.w13_input_scale.ptr<const float>()[0];
       } else if (args.apply_router_weight_on_input) {
-        q1.tensor_scale = cpu::dynamic_tensor_scale(x_rows.data(), rows * K);
+        q1.tensor_scale = fp8_tensor_scale(x_rows.data(), rows * K);
       } else {
         std::vector<float> all(static_cast<size_t>(M * K));
         for (int64_t i = 0; i < M * K; ++i) all[i] = load_act(args.hidden_states, i);
-        q1.tensor_scale = cpu::dynamic_tensor_scale(all.data(), M * K);
+        q1.tensor_scale = fp8_tensor_scale(all.data(), M * K);
       }
     }
     if (weights_.w13_input_scale.present() && config_.format == Format::NVFP4)
@@ -218,7 +219,7 @@ class CpuBackend final : public BackendImpl {
     cpu::OperandQuant q2{&config_, 1.0f, nullptr};
     if (config_.format == Format::FP8_TENSOR)
       q2.tensor_scale = weights_.w2_input_scale.present() ? weights_.w2_input_scale.ptr<const float>()[0]
-                                                          : cpu::dynamic_tensor_scale(act.data(), rows * N);
+                                                          : fp8_tensor_scale(act.data(), rows * N);
     if (weights_.w2_input_scale.present() && config_.format == Format::NVFP4)
       q2.nvfp4_input_scale = weights_.w2_input_scale.ptr<const float>();
     std::vector<T> a2(static_cast<size_t>(rows * N));

@@ -8,12 +8,6 @@
 
 namespace fusedmoe::cpu {
 
-float dynamic_tensor_scale(const float* x, int64_t n) {
-  float amax = 0.0f;
-  for (int64_t i = 0; i < n; ++i) amax = std::fmax(amax, std::fabs(x[i]));
-  return std::fmax(amax, 1e-10f) / kE4M3Max;
-}
-
 template <typename T>
 void quantize_operand_row(const OperandQuant& q, const float* in, int64_t cols, int64_t expert, T* out) {
   const LayerConfig& c = *q.config;

@@ -15,9 +15,6 @@ struct OperandQuant {
   const float* nvfp4_input_scale = nullptr;
 };
 
-// The per-tensor dynamic fp8 scale of rows x cols values: max(amax, 1e-10) / 448.
-float dynamic_tensor_scale(const float* x, int64_t n);
-
 // One row of `cols` values (already rounded to the activation dtype) of expert `expert`.
 template <typename T>
 void quantize_operand_row(const OperandQuant& q, const float* in, int64_t cols, int64_t expert, T* out);

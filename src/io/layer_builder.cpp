@@ -34,12 +34,6 @@ void fill_normal(float* out, int64_t n, uint64_t seed, float std) {
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-float amax_of(const float* x, int64_t n) {
-  float a = 0.0f;
-  for (int64_t i = 0; i < n; ++i) a = std::fmax(a, std::fabs(x[i]));
-  return a;
-}
-
 // Encodes one matrix [E, rows, cols] into `w` (and its scales) for the format.
 void encode_matrix(const QuantizeOptions& o, const float* src, int64_t E, int64_t rows, int64_t cols,
                    const std::string& prefix, LayerFile& out, std::vector<int64_t>* progress_counter) {
@@ -68,7 +62,7 @@ void encode_matrix(const QuantizeOptions& o, const float* src, int64_t E, int64_
       t[wname] = HostTensor(DType::F8_E4M3, {E, rows, cols});
       t[sname] = HostTensor(DType::F32, {E});
       cpu::parallel_for(E, threads, [&](int64_t e) {
-        const float s = std::fmax(amax_of(src + e * per, per), 1e-10f) / kE4M3Max;
+        const float s = fp8_tensor_scale(src + e * per, per);
         t.at(sname).data<float>()[e] = s;
         quantize_fp8_with_scale(src + e * per, per, s, t.at(wname).data<uint8_t>() + e * per);
       });
