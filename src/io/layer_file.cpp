@@ -1,8 +1,8 @@
 // The layer file contract (docs/LAYER_FILE.md): metadata keys, tensor names, dtypes and shapes.
 // Reading and writing go through the same check, so we never write a file we would refuse.
-// Policy for keys that apply to some layers only (interleaved, swiglu_*, act_dtype): present on a
-// layer they do not apply to is an error, even with the default value, because the contract
-// describes them only for those layers and a reader must not guess what a writer meant.
+// Policy for keys that apply to some layers only (interleaved, swiglu_*, act_dtype): on a layer they
+// do not apply to, the key is accepted only with its default value (a writer that always states
+// the defaults means nothing else); any other value is an error, never guessed at.
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -62,14 +62,16 @@ LayerConfig parse_metadata(const std::map<std::string, std::string>& md, const s
   const bool oai = c.activation == Activation::SWIGLUOAI;
   const std::string act = std::string("(activation is ") + activation_name(c.activation) + ")";
   if ((v = key("interleaved"))) {
-    if (!oai) fail(what, "metadata key 'interleaved' applies only to activation swigluoai " + act);
     if (!parse_bool_value(*v, &c.interleaved)) fail(what, bad_value("interleaved", *v, "true, false"));
+    if (!oai && c.interleaved) fail(what, "metadata key 'interleaved' = true applies only to activation swigluoai " + act);
   }
   for (const char* k : {"swiglu_alpha", "swiglu_limit"}) {
     if (!(v = key(k))) continue;
-    if (!oai) fail(what, std::string("metadata key '") + k + "' applies only to activation swigluoai " + act);
     float* dst = std::strcmp(k, "swiglu_alpha") == 0 ? &c.swiglu_alpha : &c.swiglu_limit;
+    const float dflt = *dst;
     if (!parse_decimal_value(*v, dst)) fail(what, bad_value(k, *v, "a finite decimal number"));
+    if (!oai && *dst != dflt)
+      fail(what, std::string("metadata key '") + k + "' other than its default applies only to activation swigluoai " + act);
   }
   if (oai && !(c.swiglu_limit > 0.0f))
     fail(what, bad_value("swiglu_limit", format_decimal(c.swiglu_limit), "a positive number"));
@@ -81,8 +83,8 @@ LayerConfig parse_metadata(const std::map<std::string, std::string>& md, const s
     } else if (c.format == Format::NVFP4) {
       if (!act_dtype_from_name(*v, &c.act_dtype) || c.act_dtype == ActDtype::FP8)
         fail(what, bad_value("act_dtype", *v, "bf16 or nvfp4 for format nvfp4"));
-    } else {
-      fail(what, std::string("metadata key 'act_dtype' applies only to formats mxfp4 and nvfp4 (format is ") +
+    } else if (*v != "bf16") {
+      fail(what, std::string("metadata key 'act_dtype' other than bf16 applies only to formats mxfp4 and nvfp4 (format is ") +
                      format_name(c.format) + ")");
     }
   }

@@ -146,6 +146,9 @@ Entry parse_entry(const std::string& name, const json& v, uint64_t data_size, co
 Header parse_header(const uint8_t* p, size_t n, uint64_t data_size, const std::string& what) {
   // The format requires the header to start with '{' (no leading whitespace or BOM).
   if (n == 0 || p[0] != '{') fail(what, "safetensors header does not start with '{'");
+  // nlohmann's lexer takes a NUL byte for the end of input and would ignore what follows it;
+  // raw NUL is never valid JSON, so refuse it here.
+  if (std::memchr(p, 0, n) != nullptr) fail(what, "safetensors header is not valid JSON: it contains a NUL byte");
   const json j = parse_json(p, n, what);
   if (!j.is_object()) fail(what, "safetensors header is not a JSON object");
 
