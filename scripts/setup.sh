@@ -8,7 +8,7 @@ SUDO=""
 if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null; then SUDO=sudo; fi
 
 need_pkgs=()
-for pkg in cmake ninja-build g++ libgtest-dev nlohmann-json3-dev python3-pip; do
+for pkg in cmake ninja-build g++ libgtest-dev nlohmann-json3-dev python3-pip python3-venv; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need_pkgs+=("$pkg")
 done
 if [ "${FUSEDMOE_FUZZ_DEPS:-0}" = 1 ]; then

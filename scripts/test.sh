@@ -12,7 +12,12 @@ else
   echo "test: no GPU here: the GPU-labelled tests are skipped (not run)" >&2
   ctest --test-dir build --output-on-failure -j 2 -LE gpu
 fi
-python3 -m pytest -q tests/python
+# Python package: installed (CPU backend) into a fresh venv, then its pytest suite.
+# FUSEDMOE_PY_CUDA=AUTO builds the package's CUDA backend too (slow: CUTLASS instances).
+python3 -m venv build/pyvenv
+FUSEDMOE_CUDA=${FUSEDMOE_PY_CUDA:-OFF} CMAKE_BUILD_PARALLEL_LEVEL=${FUSEDMOE_JOBS:-$(nproc)} \
+  build/pyvenv/bin/pip install -q --disable-pip-version-check . pytest numpy matplotlib
+(cd build && pyvenv/bin/python -m pytest -q ../tests/python)
 if [ "${FUSEDMOE_SANITIZE_TESTS:-1}" = 1 ]; then
   echo "test: CPU tests under AddressSanitizer + UndefinedBehaviorSanitizer" >&2
   FUSEDMOE_BUILD_DIR=build-asan ./scripts/build.sh -DFUSEDMOE_CUDA=OFF -DFUSEDMOE_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo

@@ -78,6 +78,8 @@ LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
   }
   if (c.weight_scale_layout == ScaleLayout::SWIZZLED_128x4 && c.format != Format::MXFP4 && c.format != Format::NVFP4)
     throw InvalidArgument("weight_scale_layout", "linear for formats other than mxfp4/nvfp4", "swizzled_128x4");
+  if (c.int4_encoding != Int4Encoding::SIGNED && c.format != Format::W4A8_INT4)
+    throw InvalidArgument("int4_encoding", "signed for formats other than w4a8-int4", "uint4b8");
   if (c.activation == Activation::SWIGLUOAI && !(c.swiglu_limit > 0.0f))
     throw InvalidArgument("swiglu_limit", "a positive number", std::to_string(c.swiglu_limit));
 

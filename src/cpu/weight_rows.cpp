@@ -12,6 +12,7 @@ WeightMatrix WeightMatrix::w13(const LayerConfig& c, const LayerWeights& w, int6
   WeightMatrix m;
   m.format = c.format;
   m.scale_layout = c.weight_scale_layout;
+  m.int4_encoding = c.int4_encoding;
   m.data = w.w13_weight.data;
   m.scale = w.w13_weight_scale.present() ? w.w13_weight_scale.data : nullptr;
   m.scale_2 = w.w13_weight_scale_2.present() ? w.w13_weight_scale_2.ptr<const float>() : nullptr;
@@ -24,6 +25,7 @@ WeightMatrix WeightMatrix::w2(const LayerConfig& c, const LayerWeights& w, int64
   WeightMatrix m;
   m.format = c.format;
   m.scale_layout = c.weight_scale_layout;
+  m.int4_encoding = c.int4_encoding;
   m.data = w.w2_weight.data;
   m.scale = w.w2_weight_scale.present() ? w.w2_weight_scale.data : nullptr;
   m.scale_2 = w.w2_weight_scale_2.present() ? w.w2_weight_scale_2.ptr<const float>() : nullptr;
@@ -71,7 +73,8 @@ void WeightMatrix::dequant_row(int64_t e, int64_t row, T* out) const {
       const uint16_t* s = static_cast<const uint16_t*>(scale) + (e * R + row) * (C / kW4A8GroupSize);
       for (int64_t k = 0; k < C; ++k) {
         const uint8_t nib = (p[k / 2] >> ((k & 1) * 4)) & 0xF;
-        const int q = nib >= 8 ? int(nib) - 16 : int(nib);
+        // signed: two's complement; uint4b8: stored q + 8
+        const int q = int4_encoding == Int4Encoding::UINT4B8 ? int(nib) - 8 : (nib >= 8 ? int(nib) - 16 : int(nib));
         out[k] = T(q) * T(bf16_bits_to_float(s[k / kW4A8GroupSize]));
       }
       return;

@@ -12,6 +12,7 @@ namespace fusedmoe::cpu {
 struct WeightMatrix {
   Format format = Format::BF16;
   ScaleLayout scale_layout = ScaleLayout::LINEAR;
+  Int4Encoding int4_encoding = Int4Encoding::SIGNED;
   const void* data = nullptr;
   const void* scale = nullptr;    // per format (see LAYER_FILE.md)
   const float* scale_2 = nullptr; // nvfp4 [E]

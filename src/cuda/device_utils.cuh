@@ -100,4 +100,26 @@ __device__ __forceinline__ float block_max(float v) {
 
 __device__ __forceinline__ int32_t load_rows(const int32_t* rows) { return *rows; }
 
+// The row kernels split a row's columns over gridDim.y blocks (few rows, e.g. decode, would
+// otherwise leave most SMs idle); gridDim.y == 1 gives a block the whole row (per-row amax).
+struct ColRange {
+  int64_t begin, end;
+};
+__device__ __forceinline__ ColRange block_columns(int64_t cols) {
+  const int64_t chunk = (cols + gridDim.y - 1) / gridDim.y;
+  const int64_t b = static_cast<int64_t>(blockIdx.y) * chunk;
+  return {b, b + chunk < cols ? b + chunk : cols};
+}
+
+// Host side: column chunks for a row kernel over `rows` rows of `cols` columns.
+constexpr int64_t kColsPerBlock = 2048;
+inline unsigned column_blocks(int64_t cols) {
+  return static_cast<unsigned>((cols + kColsPerBlock - 1) / kColsPerBlock);
+}
+// Threads of a block that must cover a whole row (per-row amax): more when rows are few.
+inline int whole_row_threads(int64_t rows, int64_t cols) {
+  if (rows <= 256 && cols >= 2048) return 1024;
+  return cols >= 1024 ? 256 : 128;
+}
+
 }  // namespace fusedmoe::cuda

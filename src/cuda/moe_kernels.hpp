@@ -120,5 +120,6 @@ struct FinalizeParams {
   DType out_dtype = DType::BF16;
 };
 void launch_finalize(const FinalizeParams& p, cudaStream_t stream);
+bool finalize_supports_topk(int64_t topk);
 
 }  // namespace fusedmoe::cuda

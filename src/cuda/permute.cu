@@ -203,21 +203,25 @@ __global__ void weighted_rows_amax_kernel(GatherParams p, float* amax_bits) {
   if (r >= load_rows(p.rows)) return;
   const int64_t i = p.row_slot[r], t = i / p.topk;
   const float w = p.topk_weights[i];
+  const ColRange cr = block_columns(p.K);
   float m = 0.0f;
-  for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) m = fmaxf(m, abs_for_amax(gemm1_value(p, t, w, k)));
+  for (int64_t k = cr.begin + threadIdx.x; k < cr.end; k += blockDim.x) m = fmaxf(m, abs_for_amax(gemm1_value(p, t, w, k)));
   m = block_max(m);
   if (threadIdx.x == 0) atomic_max_nonneg(amax_bits, m);
 }
 
-// One block per row: gather, convert or quantise.
+// One block per row and column chunk (ROW quantisation: gridDim.y == 1, the whole row):
+// gather, convert or quantise.
 __global__ void gather_kernel(GatherParams p) {
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const int64_t i = p.row_slot[r], t = i / p.topk;
   const float w = p.on_input ? p.topk_weights[i] : 1.0f;
   const int64_t base = r * p.K;
+  const ColRange cr = block_columns(p.K);
   if (p.quant == Fp8Quant::NONE) {
-    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) store_operand(p.out, p.op, base + k, gemm1_value(p, t, w, k));
+    for (int64_t k = cr.begin + threadIdx.x; k < cr.end; k += blockDim.x)
+      store_operand(p.out, p.op, base + k, gemm1_value(p, t, w, k));
     return;
   }
   uint8_t* q = static_cast<uint8_t*>(p.out);
@@ -230,7 +234,7 @@ __global__ void gather_kernel(GatherParams p) {
     for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) q[base + k] = quant_row(gemm1_value(p, t, w, k), s);
   } else {
     s = tensor_scale_value(p.scale);
-    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) q[base + k] = quant_tensor(gemm1_value(p, t, w, k), s);
+    for (int64_t k = cr.begin + threadIdx.x; k < cr.end; k += blockDim.x) q[base + k] = quant_tensor(gemm1_value(p, t, w, k), s);
   }
 }
 
@@ -261,7 +265,8 @@ void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, 
 void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float* amax_bits, cudaStream_t stream) {
   FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(float), stream));
   if (p.on_input) {
-    weighted_rows_amax_kernel<<<static_cast<unsigned>(max_rows), row_threads(p.K), 0, stream>>>(p, amax_bits);
+    const dim3 grid(static_cast<unsigned>(max_rows), column_blocks(p.K));
+    weighted_rows_amax_kernel<<<grid, row_threads(p.K), 0, stream>>>(p, amax_bits);
   } else {
     const int64_t n = M * p.K;
     const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
@@ -271,7 +276,9 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
-  gather_kernel<<<static_cast<unsigned>(max_rows), row_threads(p.K), 0, stream>>>(p);
+  const bool whole_row = p.quant == Fp8Quant::ROW;
+  const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.K));
+  gather_kernel<<<grid, whole_row ? whole_row_threads(max_rows, p.K) : row_threads(p.K), 0, stream>>>(p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 

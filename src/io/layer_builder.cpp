@@ -157,6 +157,14 @@ LayerFile quantize_layer(const FloatLayer& l, const QuantizeOptions& o) {
     throw InvalidArgument("w13", std::to_string(E * R * K) + " values", std::to_string(l.w13.size()));
   if (static_cast<int64_t>(l.w2.size()) != E * K * N)
     throw InvalidArgument("w2", std::to_string(E * K * N) + " values", std::to_string(l.w2.size()));
+  if (o.format == Format::W4A8_INT4 || o.format == Format::MXFP4 || o.format == Format::NVFP4) {
+    const int64_t bs = o.format == Format::W4A8_INT4 ? kW4A8GroupSize
+                       : o.format == Format::MXFP4   ? kMxfp4BlockSize
+                                                     : kNvfp4BlockSize;
+    const std::string why = std::string(" of format ") + format_name(o.format) + ": blocks of " + std::to_string(bs);
+    if (K % bs != 0) throw InvalidArgument("K (hidden size" + why + ")", "a multiple of " + std::to_string(bs), std::to_string(K));
+    if (N % bs != 0) throw InvalidArgument("N (intermediate size" + why + ")", "a multiple of " + std::to_string(bs), std::to_string(N));
+  }
   LayerFile out;
   out.config = l.config;
   out.config.format = o.format;

@@ -135,6 +135,22 @@ TEST(LayerEquivalence, RouterWeightOnInputEqualsScaledInputAnyTopk) {
   EXPECT_LT(rel_error(got, ref), 1e-6);
 }
 
+TEST(LayerEquivalence, Uint4b8EqualsSignedInt4) {
+  LayerFile lf = make_layer(Format::W4A8_INT4, Activation::SILU, 3, 256, 128, 31);
+  Inputs in = random_inputs(9, 256, 2, 3, DType::BF16, 31);
+  const HostTensor ref = run_layer(lf, in, CpuPrecision::FAST);
+  std::vector<int8_t> q;
+  for (const char* name : {"w13_weight", "w2_weight"}) {
+    HostTensor& t = lf.tensors.at(name);
+    const size_t n = t.bytes.size() * 2;
+    q.resize(n);
+    unpack_int4(t.data<uint8_t>(), n, q.data());
+    pack_uint4b8(q.data(), n, t.data<uint8_t>());
+  }
+  lf.config.int4_encoding = Int4Encoding::UINT4B8;
+  EXPECT_TRUE(bitwise_equal(ref, run_layer(lf, in, CpuPrecision::FAST)));
+}
+
 TEST(LayerEdgeCases, ZeroTokens) {
   const LayerFile lf = make_layer(Format::BF16, Activation::SILU, 4, 64, 32, 1);
   Inputs in = random_inputs(0, 64, 2, 4, DType::BF16, 1);

@@ -1,0 +1,142 @@
+// Activation stage: GEMM1's fp32 output (unscaled for fp8) -> dequant -> + bias1 -> activation
+// -> rounded to the activation dtype (the dtype of hidden_states) -> GEMM2's operand
+// (conversion, or fp8 quantisation with a static, dynamic per-tensor or per-row scale).
+// The steps and their order are the CPU oracle's (cpu_backend.cpp, cpu/activation.hpp).
+#include <cuda_runtime.h>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/device_utils.cuh"
+
+namespace fusedmoe::cuda {
+namespace {
+
+__device__ __forceinline__ float dequant_scale(const Dequant& dq, int64_t r, int64_t e, int64_t col, int64_t cols) {
+  switch (dq.kind) {
+    case Dequant::TENSOR: return tensor_scale_value(dq.a_tensor) * dq.w[e];
+    case Dequant::CHANNEL: return dq.a_row[r] * dq.w[e * cols + col];
+    default: return 1.0f;
+  }
+}
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float k = 0.79788456080286536f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+// GEMM1 output element `col` of row r, dequantised, with bias.
+__device__ __forceinline__ float h_value(const ActivationParams& p, int64_t r, int64_t e, int64_t col) {
+  float v = p.h[r * p.R + col];
+  if (p.dq.kind != Dequant::NONE) v *= dequant_scale(p.dq, r, e, col, p.R);
+  if (p.bias) v += p.bias[e * p.R + col];
+  return v;
+}
+
+// Activation output n of row r, rounded to the activation dtype.
+__device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r, int64_t e, int64_t n) {
+  float a;
+  if (p.act == Activation::RELU2) {
+    const float h = h_value(p, r, e, n);
+    const float c = h > 0.0f ? h : 0.0f;
+    a = c * c;
+  } else {
+    const bool gate_first = p.order == GateUpOrder::GATE_UP;
+    int64_t gi, ui;
+    if (p.interleaved) {
+      gi = 2 * n + (gate_first ? 0 : 1);
+      ui = 2 * n + (gate_first ? 1 : 0);
+    } else {
+      gi = gate_first ? n : p.N + n;
+      ui = gate_first ? p.N + n : n;
+    }
+    float g = h_value(p, r, e, gi), u = h_value(p, r, e, ui);
+    switch (p.act) {
+      case Activation::SILU: a = silu(g) * u; break;
+      case Activation::GELU: a = gelu_erf(g) * u; break;
+      case Activation::GELU_TANH: a = gelu_tanh(g) * u; break;
+      default: {  // SWIGLUOAI
+        const float L = p.limit;
+        g = g < L ? g : L;
+        u = u < -L ? -L : (u > L ? L : u);
+        a = (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
+        break;
+      }
+    }
+  }
+  return round_to(p.act_dtype, a);
+}
+
+// One block per row and column chunk (ROW quantisation: gridDim.y == 1, the whole row).
+__global__ void activation_kernel(ActivationParams p) {
+  const int64_t r = blockIdx.x;
+  if (r >= load_rows(p.rows)) return;
+  const int64_t e = p.row_expert[r];
+  const int64_t base = r * p.N;
+  const ColRange cr = block_columns(p.N);
+  switch (p.quant) {
+    case Fp8Quant::NONE:
+      for (int64_t n = cr.begin + threadIdx.x; n < cr.end; n += blockDim.x)
+        store_operand(p.out, p.op, base + n, act_value(p, r, e, n));
+      return;
+    case Fp8Quant::TENSOR_STATIC: {
+      const float s = tensor_scale_value(p.scale);
+      uint8_t* q = static_cast<uint8_t*>(p.out);
+      for (int64_t n = cr.begin + threadIdx.x; n < cr.end; n += blockDim.x)
+        q[base + n] = quant_tensor(act_value(p, r, e, n), s);
+      return;
+    }
+    case Fp8Quant::TENSOR_DYNAMIC: {
+      // The scale needs every row's amax: stage the values; quantise_staged_kernel follows.
+      float m = 0.0f;
+      for (int64_t n = cr.begin + threadIdx.x; n < cr.end; n += blockDim.x) {
+        const float a = act_value(p, r, e, n);
+        p.staging[base + n] = a;
+        m = fmaxf(m, abs_for_amax(a));
+      }
+      m = block_max(m);
+      if (threadIdx.x == 0) atomic_max_nonneg(p.amax_bits, m);
+      return;
+    }
+    case Fp8Quant::ROW: {
+      float m = 0.0f;
+      for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) {
+        const float a = act_value(p, r, e, n);
+        p.staging[base + n] = a;  // read back below by the same thread
+        m = fmaxf(m, abs_for_amax(a));
+      }
+      const float s = scale_from_amax(block_max(m));
+      if (threadIdx.x == 0) p.row_scale[r] = s;
+      uint8_t* q = static_cast<uint8_t*>(p.out);
+      for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) q[base + n] = quant_row(p.staging[base + n], s);
+      return;
+    }
+  }
+}
+
+__global__ void quantise_staged_kernel(ActivationParams p) {
+  const int64_t r = blockIdx.x;
+  if (r >= load_rows(p.rows)) return;
+  const float s = scale_from_amax(*p.amax_bits);
+  const int64_t base = r * p.N;
+  const ColRange cr = block_columns(p.N);
+  uint8_t* q = static_cast<uint8_t*>(p.out);
+  for (int64_t n = cr.begin + threadIdx.x; n < cr.end; n += blockDim.x) q[base + n] = quant_tensor(p.staging[base + n], s);
+}
+
+}  // namespace
+
+void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
+  const bool whole_row = p.quant == Fp8Quant::ROW;
+  const int threads = whole_row ? whole_row_threads(max_rows, p.N) : (p.N >= 1024 ? 256 : 128);
+  const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.N));
+  if (p.quant == Fp8Quant::TENSOR_DYNAMIC) FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(float), stream));
+  activation_kernel<<<grid, threads, 0, stream>>>(p);
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+  if (p.quant == Fp8Quant::TENSOR_DYNAMIC) {
+    quantise_staged_kernel<<<grid, threads, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+  }
+}
+
+}  // namespace fusedmoe::cuda

@@ -1,0 +1,71 @@
+// Dispatch of the grouped GEMMs: which path, its workspace, and the call.
+#include "cuda/grouped_gemm.hpp"
+
+#include <cstdint>
+
+#include "fusedmoe/error.hpp"
+
+namespace fusedmoe::cuda {
+
+const char* gemm_path_name(GemmPath p) { return p == GemmPath::SM90_TMA ? "sm90-tma" : "simt"; }
+
+bool sm90_gemm_built(Operand op) {
+  switch (op) {
+#ifndef FUSEDMOE_SKIP_GPU_BF16
+    case Operand::BF16: return true;
+#endif
+#ifndef FUSEDMOE_SKIP_GPU_FP16
+    case Operand::FP16: return true;
+#endif
+#ifndef FUSEDMOE_SKIP_GPU_FP8
+    case Operand::FP8: return true;
+#endif
+    default: return false;
+  }
+}
+
+bool sm90_gemm_shape_ok(Operand op, int64_t n, int64_t k, const void* b) {
+  if (op == Operand::FP32) return false;
+  const int64_t elem = op == Operand::FP8 ? 1 : 2;
+  // TMA: every row (A, B: k elements; D: n fp32) and every base address 16-byte aligned.
+  // The per-expert bases (rows * k, g * n * k elements) then stay aligned too.
+  return (k * elem) % 16 == 0 && (n * 4) % 16 == 0 && reinterpret_cast<uintptr_t>(b) % 16 == 0 && n < INT32_MAX &&
+         k < INT32_MAX;
+}
+
+size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int sm_count) {
+  if (path == GemmPath::SIMT) return 0;
+  switch (op) {
+#ifndef FUSEDMOE_SKIP_GPU_BF16
+    case Operand::BF16: return sm90_grouped_gemm_bf16_workspace(groups, sm_count);
+#endif
+#ifndef FUSEDMOE_SKIP_GPU_FP16
+    case Operand::FP16: return sm90_grouped_gemm_fp16_workspace(groups, sm_count);
+#endif
+#ifndef FUSEDMOE_SKIP_GPU_FP8
+    case Operand::FP8: return sm90_grouped_gemm_fp8_workspace(groups, sm_count);
+#endif
+    default: throw Error("grouped GEMM: no SM90 instance for this operand type in this build");
+  }
+}
+
+void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream) {
+  if (path == GemmPath::SIMT) {
+    simt_grouped_gemm(args, stream);
+    return;
+  }
+  switch (args.op) {
+#ifndef FUSEDMOE_SKIP_GPU_BF16
+    case Operand::BF16: sm90_grouped_gemm_bf16(args, stream); return;
+#endif
+#ifndef FUSEDMOE_SKIP_GPU_FP16
+    case Operand::FP16: sm90_grouped_gemm_fp16(args, stream); return;
+#endif
+#ifndef FUSEDMOE_SKIP_GPU_FP8
+    case Operand::FP8: sm90_grouped_gemm_fp8(args, stream); return;
+#endif
+    default: throw Error("grouped GEMM: no SM90 instance for this operand type in this build");
+  }
+}
+
+}  // namespace fusedmoe::cuda

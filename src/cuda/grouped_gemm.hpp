@@ -1,0 +1,68 @@
+#pragma once
+// The grouped GEMM of both MoE GEMMs: for each expert g,
+//   D[rows of g] = A[rows of g] x B[g]^T      (A [rows, k], B [groups, n, k], D [rows, n], all row-major)
+// with fp32 accumulation and an fp32, unscaled D (dequant scales, bias and activation are applied
+// by the next stage). The rows of each expert come from device offsets, so nothing about the
+// routing crosses to the host.
+//
+// Paths:
+//   SM90_TMA  CUTLASS 3.x ptr-array TMA warp-specialised grouped GEMM (wgmma); its per-group
+//             problem shapes and pointers are built on the device by a small kernel; one or two
+//             template instances per .cu file (sm90_grouped_gemm_<family>.cu).
+//   SIMT      a plain fp32 FMA tiled kernel (simt_grouped_gemm.cu): the FP32 format, and the
+//             fallback for shapes TMA cannot address (k or n not a multiple of 16 bytes).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/moe_kernels.hpp"
+
+namespace fusedmoe::cuda {
+
+enum class GemmPath : uint8_t { SM90_TMA, SIMT };
+
+struct GroupedGemmArgs {
+  Operand op = Operand::BF16;
+  const void* a = nullptr;  // [rows, k]
+  const void* b = nullptr;  // [groups, n, k]
+  float* d = nullptr;       // [rows, n]
+  int64_t n = 0, k = 0;
+  int groups = 0;
+  const int32_t* expert_offsets = nullptr;  // device [groups + 1]
+  const int32_t* tile_offsets = nullptr;    // device [groups + 1] (SIMT: tiles of kSimtTileM rows)
+  int64_t max_rows = 0;                     // host bound on the rows (grid size)
+  void* workspace = nullptr;                // grouped_gemm_workspace_bytes(), 256-byte aligned
+  size_t workspace_bytes = 0;
+  int sm_count = 0;
+  int device = 0;
+};
+
+// Tile-config choice of the SM90 families: the swap-AB config (weights on the MMA's 128-row
+// side, tokens on a 64-wide N tile) while the expected rows per active expert fit one N tile
+// (decode and small batches: the GEMMs stream weights and the MMA work of padding a few rows
+// to 128 would compete with the loads); the 128x128 config above that.
+constexpr int64_t kSmallConfigMaxRowsPerGroup = 64;
+inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
+  const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;  // experts that can have rows
+  return active > 0 && a.max_rows <= kSmallConfigMaxRowsPerGroup * active;
+}
+
+const char* gemm_path_name(GemmPath p);
+// Whether the SM90 instances of this operand type were compiled (FUSEDMOE_SKIP_GPU_FORMATS).
+bool sm90_gemm_built(Operand op);
+// Whether TMA can address these operands: 16-byte aligned rows and base pointer.
+bool sm90_gemm_shape_ok(Operand op, int64_t n, int64_t k, const void* b);
+size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int sm_count);
+void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream);
+
+// ---- per-family entry points (sm90_grouped_gemm_<family>.cu, simt_grouped_gemm.cu) ----
+size_t sm90_grouped_gemm_bf16_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream);
+size_t sm90_grouped_gemm_fp16_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_fp16(const GroupedGemmArgs& args, cudaStream_t stream);
+size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream);
+void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
+
+}  // namespace fusedmoe::cuda

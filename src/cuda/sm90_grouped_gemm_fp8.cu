@@ -1,0 +1,36 @@
+// SM90 grouped GEMM instances for e4m3 x e4m3 operands (formats fp8-tensor and fp8-channel:
+// their per-tensor / per-channel / per-token scales are applied by the next stage, so these
+// instances serve both). See sm90_grouped_gemm.cuh.
+// Two instances (each about 100 s and 3 GB of compiler memory): a 128x128 tile for many rows
+// per expert, and a swap-AB 128x64 tile for few (sm90_use_small_config in grouped_gemm.hpp).
+#include <algorithm>
+
+#include "cuda/sm90_grouped_gemm.cuh"
+
+namespace fusedmoe::cuda {
+namespace {
+using namespace cute;
+// Not the FP8FastAccum schedule: the default one promotes the wgmma partial sums into fp32
+// registers every few k-blocks, which keeps long-K sums accurate against the fp64 oracle.
+// Cooperative: two consumer warpgroups split the 128-row tile. 128-deep K tiles of fp8 are
+// one 128-byte swizzle row.
+using LargeConfig = sm90::TileConfig<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
+                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                                     cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+using SmallConfig = sm90::TileConfig<Shape<_128, _64, _128>, Shape<_1, _1, _1>,
+                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                                     cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false>;
+using SmallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*SwapAB=*/true>;
+}  // namespace
+
+size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count) {
+  return std::max(LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count));
+}
+
+void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream) {
+  if (sm90_use_small_config(args)) SmallGemm::run(args, stream);
+  else LargeGemm::run(args, stream);
+}
+
+}  // namespace fusedmoe::cuda
