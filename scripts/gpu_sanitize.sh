@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
-# compute-sanitizer over a representative subset of the GPU tests: memcheck (out-of-bounds and
-# misaligned accesses, leaks) and initcheck (reads of device memory nothing wrote).
+# compute-sanitizer memcheck (out-of-bounds and misaligned accesses, leaks) over a
+# representative subset of the GPU tests.
 #
 #   scripts/gpu_sanitize.sh [path/to/fusedmoe_gpu_tests]        (default build-cuda/tests/...)
-#   GTEST_FILTER=... overrides the subset; TOOLS="memcheck" runs one tool only.
+#   GTEST_FILTER=... overrides the subset; TOOLS="memcheck initcheck racecheck" adds tools.
+#
+# initcheck is not in the default set: it cannot be made clean without hiding real coverage.
+# With the CUTLASS kernels checked, it flags their atomic exchanges that publish per-SM TMA
+# descriptors into the (never-written) workspace: the old value is read and discarded. With
+# them excluded (below), it no longer sees their TMA stores of the GEMM outputs either, and
+# flags the next stage's reads of those outputs. Both seen on an H200, 2026-11-21; neither is
+# a read of a value that is used.
 set -euo pipefail
 
 BIN=${1:-build-cuda/tests/fusedmoe_gpu_tests}
 SAN=${COMPUTE_SANITIZER:-compute-sanitizer}
-TOOLS=${TOOLS:-"memcheck initcheck"}
+TOOLS=${TOOLS:-"memcheck"}
 # One case per format and activation family, the SIMT fallback, the multi-block plan, ids out
 # of range, the expert map, M = 1 and M = 0.
 FILTER=${GTEST_FILTER:-"AllFormatsActivations/LayerGpu.MatchesOracle/*_silu_vllm:AllFormatsActivations/LayerGpu.MatchesOracle/*_swigluoai_interleaved_flashinfer_bias_oninput:AllFormatsActivations/LayerGpu.MatchesOracle/fp8_channel_relu2_*:EdgeGpu.ZeroTokensWritesAndLaunchesNothing:EdgeGpu.OneToken:EdgeGpu.IdsOutOfRangeContributeNothing:EdgeGpu.ExpertMapWithUnmappedExperts:EdgeGpu.MultiBlockPlan:EdgeGpu.UnalignedShapesUseFallback"}

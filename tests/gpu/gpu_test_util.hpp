@@ -1,0 +1,277 @@
+#pragma once
+// Shared helpers of the CUDA backend tests: RAII device buffers, random layers copied to the
+// device, running a layer on the GPU (output poisoned with NaN bytes first) and on the float64
+// CPU oracle, and the comparison. No GPU call happens before a test body runs (test discovery
+// lists the tests on machines without a GPU).
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cpu/layer_test_util.hpp"
+#include "fusedmoe/fusedmoe.hpp"
+#include "fusedmoe/layer_builder.hpp"
+
+namespace fusedmoe::gputest {
+
+using test::Inputs;
+
+inline bool have_gpu() {
+  int n = 0;
+  return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+#define FMOE_REQUIRE_GPU()                                        \
+  do {                                                            \
+    if (!::fusedmoe::gputest::have_gpu()) GTEST_SKIP() << "no CUDA device"; \
+  } while (0)
+
+// Throws (so a helper can fail a test from any depth); gtest reports the exception.
+inline void cuda_ok(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+#define FMOE_CUDA(expr) ::fusedmoe::gputest::cuda_ok((expr), #expr)
+
+// Device memory owned by the object.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes) : bytes_(bytes) {
+    if (bytes > 0) FMOE_CUDA(cudaMalloc(&ptr_, bytes));
+  }
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; o.bytes_ = 0; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    std::swap(ptr_, o.ptr_);
+    std::swap(bytes_, o.bytes_);
+    return *this;
+  }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* src, size_t n) { FMOE_CUDA(cudaMemcpy(ptr_, src, n, cudaMemcpyHostToDevice)); }
+  void download(void* dst, size_t n) const { FMOE_CUDA(cudaMemcpy(dst, ptr_, n, cudaMemcpyDeviceToHost)); }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// A host tensor's copy on the device and its view.
+struct DeviceTensor {
+  DeviceBuffer buf;
+  TensorView view;
+  DeviceTensor() = default;
+  explicit DeviceTensor(const HostTensor& h) : buf(h.bytes.size()) {
+    if (!h.bytes.empty()) buf.upload(h.bytes.data(), h.bytes.size());
+    view = h.view();
+    view.data = buf.get();
+    view.device = DeviceType::CUDA;
+    view.device_index = 0;
+  }
+};
+
+// A layer file's tensors on the device, and the weights viewing them.
+struct DeviceLayer {
+  std::map<std::string, std::unique_ptr<DeviceTensor>> tensors;
+  LayerWeights weights;
+  explicit DeviceLayer(const LayerFile& lf) {
+    auto put = [&](const char* name, TensorView* dst) {
+      auto it = lf.tensors.find(name);
+      if (it == lf.tensors.end()) return;
+      auto t = std::make_unique<DeviceTensor>(it->second);
+      *dst = t->view;
+      tensors[name] = std::move(t);
+    };
+    put("w13_weight", &weights.w13_weight);
+    put("w2_weight", &weights.w2_weight);
+    put("w13_weight_scale", &weights.w13_weight_scale);
+    put("w2_weight_scale", &weights.w2_weight_scale);
+    put("w13_weight_scale_2", &weights.w13_weight_scale_2);
+    put("w2_weight_scale_2", &weights.w2_weight_scale_2);
+    put("w13_input_scale", &weights.w13_input_scale);
+    put("w2_input_scale", &weights.w2_input_scale);
+    put("w13_bias", &weights.w13_bias);
+    put("w2_bias", &weights.w2_bias);
+  }
+};
+
+// What a test case varies.
+struct Case {
+  Format format = Format::BF16;
+  bool fp8_static = false;  // fp8-tensor: static input scales
+  Activation act = Activation::SILU;
+  GateUpOrder order = GateUpOrder::GATE_UP;
+  bool interleaved = false;
+  bool bias = false;
+  bool on_input = false;
+  DType hidden_dtype = DType::BF16;
+  int64_t M = 37, K = 256, N = 128, E = 8, topk = 2;
+  uint64_t seed = 1;
+  float w_gain = 1.0f;  // weights' std = w_gain / sqrt(fan-in)
+};
+
+inline float tolerance(const Case& c) {
+  float tol = 1e-2f;
+  if (c.format == Format::FP32) tol = c.hidden_dtype == DType::F32 ? 1e-5f : 2e-3f;
+  if (c.format == Format::FP8_TENSOR || c.format == Format::FP8_CHANNEL) tol = 5e-2f;
+  return tol;
+}
+
+inline std::string describe(const Case& c) {
+  std::string s = std::string(format_name(c.format)) + (c.format == Format::FP8_TENSOR ? (c.fp8_static ? "/static" : "/dynamic") : "") +
+                  " " + activation_name(c.act) + (c.interleaved ? "/interleaved" : "") + " " + gate_up_order_name(c.order) +
+                  (c.bias ? " bias" : "") + (c.on_input ? " on_input" : "") + " x=" + dtype_name(c.hidden_dtype) +
+                  " M=" + std::to_string(c.M) + " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) +
+                  " E=" + std::to_string(c.E) + " topk=" + std::to_string(c.topk) + " seed=" + std::to_string(c.seed);
+  return s;
+}
+
+// A random layer in c.format (host, layer-file form).
+inline LayerFile make_layer(const Case& c) {
+  LayerConfig cfg;
+  cfg.activation = c.act;
+  cfg.gate_up_order = c.order;
+  cfg.interleaved = c.interleaved;
+  // Weights drawn for fan-in K (GEMM1); GEMM2's are rescaled below to fan-in N.
+  FloatLayer fl = random_float_layer(cfg, c.E, c.K, c.N, c.seed, c.bias, c.w_gain / std::sqrt(float(c.K)));
+  const float g2 = std::sqrt(float(c.K) / float(c.N));
+  for (float& v : fl.w2) v *= g2;
+  QuantizeOptions q;
+  q.format = c.format;
+  if (c.format == Format::FP8_TENSOR && c.fp8_static) {
+    q.fp8_w13_input_scale = 5.0f / 448.0f;  // |x| <= ~5 for unit normal inputs
+    q.fp8_w2_input_scale = 4.0f / 448.0f;   // some activation outputs saturate: both sides must agree
+  }
+  return quantize_layer(fl, q);
+}
+
+// Random inputs; ids drawn from [0, num_ids) (distinct per token while topk <= num_ids).
+inline Inputs make_inputs(const Case& c, int64_t num_ids) {
+  Inputs in = test::random_inputs(c.M, c.K, c.topk, num_ids, c.hidden_dtype, c.seed * 7919u + 17u);
+  in.on_input = c.on_input;
+  return in;
+}
+
+// The inputs on the device plus an output buffer and the workspace.
+struct DeviceRun {
+  DeviceTensor hidden, ids, weights, map;
+  DeviceBuffer out, workspace;
+  RunArgs args;
+  size_t out_bytes = 0;
+  DeviceRun(const Layer& layer, const Inputs& in)
+      : hidden(in.hidden), ids(in.ids), weights(in.weights) {
+    if (in.has_map) map = DeviceTensor(in.expert_map);
+    out_bytes = in.hidden.bytes.size();
+    out = DeviceBuffer(out_bytes);
+    const int64_t M = in.hidden.shape[0], topk = in.ids.shape[1];
+    workspace = DeviceBuffer(layer.workspace_size(M, topk));
+    args.hidden_states = hidden.view;
+    args.topk_ids = ids.view;
+    args.topk_weights = weights.view;
+    if (in.has_map) args.expert_map = map.view;
+    args.output = in.hidden.view();
+    args.output.data = out.get();
+    args.output.device = DeviceType::CUDA;
+    args.apply_router_weight_on_input = in.on_input;
+    args.workspace = workspace.get();
+    args.workspace_bytes = workspace.bytes();
+  }
+  // NaN bytes in every element (0xFF.. is NaN in bf16, fp16 and fp32).
+  void poison(cudaStream_t s = nullptr) {
+    if (out_bytes) FMOE_CUDA(cudaMemsetAsync(out.get(), 0xFF, out_bytes, s));
+  }
+  HostTensor result(const Inputs& in) const {
+    HostTensor h(in.hidden.dtype, in.hidden.shape);
+    if (out_bytes) out.download(h.bytes.data(), out_bytes);
+    return h;
+  }
+};
+
+// One poisoned run on `stream`, synchronised; returns the output.
+inline HostTensor run_gpu(const Layer& layer, const Inputs& in, cudaStream_t stream = nullptr) {
+  DeviceRun r(layer, in);
+  r.args.stream = stream;
+  r.poison(stream);
+  layer.run(r.args);
+  FMOE_CUDA(cudaStreamSynchronize(stream));
+  FMOE_CUDA(cudaGetLastError());
+  return r.result(in);
+}
+
+inline HostTensor run_oracle(const LayerFile& lf, const Inputs& in) {
+  return test::run_layer(lf, in, CpuPrecision::ORACLE_FP64);
+}
+
+// Relative Frobenius error of the GPU output against the oracle; every element must be finite
+// (an unwritten element is still NaN from the poison).
+inline ::testing::AssertionResult matches_oracle(const HostTensor& gpu, const HostTensor& ref, double tol) {
+  const std::vector<double> a = test::to_double(gpu), b = test::to_double(ref);
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (!std::isfinite(a[i])) return ::testing::AssertionFailure() << "element " << i << " is " << a[i] << " (unwritten or overflow)";
+    if (!std::isfinite(b[i])) return ::testing::AssertionFailure() << "oracle element " << i << " is " << b[i];
+  }
+  const double err = test::rel_error(a, b);
+  if (err <= tol) return ::testing::AssertionSuccess() << "rel error " << err;
+  return ::testing::AssertionFailure() << "relative Frobenius error " << err << " > " << tol;
+}
+
+// Runs `in` through the layer on the GPU (a plain run on a fresh stream, then a second run
+// captured in a CUDA graph and replayed into a re-poisoned output) and on the float64 oracle:
+// the first output must match the oracle within the case's tolerance, the replay bitwise.
+inline void check_against_oracle(const Case& c, const LayerFile& lf, const Inputs& in) {
+  SCOPED_TRACE(describe(c));
+  DeviceLayer dl(lf);
+  Layer layer(lf.config, dl.weights);
+  ASSERT_EQ(layer.backend(), Backend::CUDA);
+  DeviceRun run(layer, in);
+  const Support s = layer.can_implement(layer.validate(run.args));
+  if (!s.ok && s.reason.find("FUSEDMOE_SKIP_GPU_FORMATS") != std::string::npos) GTEST_SKIP() << s.reason;
+  ASSERT_TRUE(s.ok) << s.reason;
+
+  cudaStream_t stream;
+  FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  run.args.stream = stream;
+  run.poison(stream);
+  layer.run(run.args);
+  FMOE_CUDA(cudaStreamSynchronize(stream));
+  const HostTensor first = run.result(in);
+
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FMOE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  layer.run(run.args);
+  FMOE_CUDA(cudaStreamEndCapture(stream, &graph));
+  FMOE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  run.poison(stream);
+  FMOE_CUDA(cudaGraphLaunch(exec, stream));
+  FMOE_CUDA(cudaStreamSynchronize(stream));
+  const HostTensor replay = run.result(in);
+  FMOE_CUDA(cudaGraphExecDestroy(exec));
+  FMOE_CUDA(cudaGraphDestroy(graph));
+  FMOE_CUDA(cudaStreamDestroy(stream));
+
+  const HostTensor ref = run_oracle(lf, in);
+  const double err = test::rel_error(test::to_double(first), test::to_double(ref));
+  std::printf("[ rel-err  ] %.3g (tol %.0e) %s\n", err, tolerance(c), describe(c).c_str());
+  ::testing::Test::RecordProperty("rel_error", std::to_string(err));
+  EXPECT_TRUE(matches_oracle(first, ref, tolerance(c)));
+  EXPECT_TRUE(test::bitwise_equal(first, replay)) << "graph replay differs from the first run";
+}
+
+// A random layer and random inputs (ids from [0, num_ids), default E) for the case.
+inline void check_case(const Case& c, int64_t num_ids = -1) {
+  check_against_oracle(c, make_layer(c), make_inputs(c, num_ids < 0 ? c.E : num_ids));
+}
+
+}  // namespace fusedmoe::gputest
