@@ -107,6 +107,9 @@ void compare(const RoutingConfig& host_config, const std::vector<float>& logits,
   }
   CUDA_OK(cudaMemset(d_ids.ptr, 0xff, (n + kGuard) * sizeof(int32_t)));  // -1
   CUDA_OK(cudaMemset(d_w.ptr, 0xff, (n + kGuard) * sizeof(float)));      // NaN
+  // cudaMemset runs on the legacy stream, which a non-blocking stream does not wait for:
+  // finish the poison before the kernel can start, or it may land on top of the results.
+  CUDA_OK(cudaDeviceSynchronize());
 
   cudaStream_t stream = nullptr;
   if (!null_stream) CUDA_OK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -288,6 +291,7 @@ TEST_F(RoutingGpu, GraphCapture) {
   CUDA_OK(cudaMemcpy(d_logits.ptr, logits.data(), M * E * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemcpy(d_bias.ptr, bias.data(), E * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(d_ids.ptr, 0xff, M * K * sizeof(int32_t)));
+  CUDA_OK(cudaDeviceSynchronize());  // the legacy-stream memset must finish first (see compare())
   c.correction_bias = d_bias.ptr;
 
   cudaStream_t stream;
