@@ -8,30 +8,28 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t round_up(int64_t a, int64_t b) { return ceil_div(a, b) * b; }
 }  // namespace
 
-WeightMatrix WeightMatrix::w13(const LayerConfig& c, const LayerWeights& w, int64_t rows, int64_t cols) {
+namespace {
+WeightMatrix make(const LayerConfig& c, const TensorView& w, const TensorView& scale, const TensorView& scale_2,
+                  int64_t rows, int64_t cols) {
   WeightMatrix m;
   m.format = c.format;
   m.scale_layout = c.weight_scale_layout;
   m.int4_encoding = c.int4_encoding;
-  m.data = w.w13_weight.data;
-  m.scale = w.w13_weight_scale.present() ? w.w13_weight_scale.data : nullptr;
-  m.scale_2 = w.w13_weight_scale_2.present() ? w.w13_weight_scale_2.ptr<const float>() : nullptr;
+  m.data = w.data;
+  m.scale = scale.present() ? scale.data : nullptr;
+  m.scale_2 = scale_2.present() ? scale_2.ptr<const float>() : nullptr;
   m.rows = rows;
   m.cols = cols;
   return m;
 }
+}  // namespace
+
+WeightMatrix WeightMatrix::w13(const LayerConfig& c, const LayerWeights& w, int64_t rows, int64_t cols) {
+  return make(c, w.w13_weight, w.w13_weight_scale, w.w13_weight_scale_2, rows, cols);
+}
 
 WeightMatrix WeightMatrix::w2(const LayerConfig& c, const LayerWeights& w, int64_t rows, int64_t cols) {
-  WeightMatrix m;
-  m.format = c.format;
-  m.scale_layout = c.weight_scale_layout;
-  m.int4_encoding = c.int4_encoding;
-  m.data = w.w2_weight.data;
-  m.scale = w.w2_weight_scale.present() ? w.w2_weight_scale.data : nullptr;
-  m.scale_2 = w.w2_weight_scale_2.present() ? w.w2_weight_scale_2.ptr<const float>() : nullptr;
-  m.rows = rows;
-  m.cols = cols;
-  return m;
+  return make(c, w.w2_weight, w.w2_weight_scale, w.w2_weight_scale_2, rows, cols);
 }
 
 template <typename T>
