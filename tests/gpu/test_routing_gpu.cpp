@@ -249,7 +249,7 @@ TEST_F(RoutingGpu, ExactTiesAndSpecialValues) {
     compare(make(64, 8, f, true), ties, 500);
     compare(make(64, 8, f, true, 8, 3), ties, 500);
     compare(make(64, 8, f, true, 8, 3, qbias.data(), 2.5f), ties, 500);
-    compare(make(64, 64, f, false, 0, 0, qbias.data()), ties, 500);
+    compare(make(64, 32, f, false, 0, 0, qbias.data()), ties, 500);  // 32: the kernel's topk limit
   }
   // NaN, +-inf, huge and subnormal logits sprinkled over random ones.
   std::vector<float> special = random_logits(400, 64, 91, -100.0f, 100.0f);
