@@ -98,6 +98,7 @@ __global__ void activation_kernel(ActivationParams p) {
       if (threadIdx.x == 0) atomic_max_nonneg(p.amax_bits, m);
       return;
     }
+    case Fp8Quant::BLOCK: return;  // activation_block_kernel
     case Fp8Quant::ROW: {
       float m = 0.0f;
       for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) {
@@ -114,6 +115,17 @@ __global__ void activation_kernel(ActivationParams p) {
   }
 }
 
+// fp8-block: one warp per 128-wide group of the activation output (as gather_block_kernel).
+__global__ void activation_block_kernel(ActivationParams p) {
+  const int64_t r = blockIdx.x;
+  if (r >= load_rows(p.rows)) return;
+  const int64_t g = static_cast<int64_t>(blockIdx.y) * kBlockGroupsPerCta + threadIdx.x / 32;
+  if (g * kFp8Block >= p.N) return;
+  const int64_t e = p.row_expert[r];
+  uint8_t* q = static_cast<uint8_t*>(p.out) + r * p.N;
+  quantise_block_group(p.block, r, g, p.N, q, [&](int64_t n) { return act_value(p, r, e, n); });
+}
+
 __global__ void quantise_staged_kernel(ActivationParams p) {
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
@@ -127,6 +139,12 @@ __global__ void quantise_staged_kernel(ActivationParams p) {
 }  // namespace
 
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
+  if (p.quant == Fp8Quant::BLOCK) {
+    const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.N));
+    activation_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const bool whole_row = p.quant == Fp8Quant::ROW;
   const int threads = whole_row ? whole_row_threads(max_rows, p.N) : (p.N >= 1024 ? 256 : 128);
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.N));

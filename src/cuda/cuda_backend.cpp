@@ -54,9 +54,11 @@ struct Buffers {
   PlanBuffers plan;
   void* a1 = nullptr;            // GEMM1 operand [slots, K]
   float* row_scale1 = nullptr;   // fp8-channel: [slots]
+  float* block_scale1 = nullptr; // fp8-block: [slots * ceil(K/128)] (BlockScaleOut layout)
   float* h = nullptr;            // GEMM1 output [slots, R] fp32
   void* a2 = nullptr;            // GEMM2 operand [slots, N]
   float* row_scale2 = nullptr;   // fp8-channel: [slots]
+  float* block_scale2 = nullptr; // fp8-block: [slots * ceil(N/128)]
   float* staging = nullptr;      // fp8 dynamic / per-row: [slots, N]
   float* y = nullptr;            // GEMM2 output [slots, K] fp32
   float* amax1 = nullptr;        // fp8-tensor dynamic scales (amax as float bits)
@@ -66,8 +68,10 @@ struct Buffers {
 
 bool is_cuda_format(Format f) {
   return f == Format::BF16 || f == Format::FP16 || f == Format::FP32 || f == Format::FP8_TENSOR ||
-         f == Format::FP8_CHANNEL;
+         f == Format::FP8_CHANNEL || f == Format::FP8_BLOCK;
 }
+
+int64_t block_groups(int64_t cols) { return (cols + 127) / 128; }
 
 class CudaBackend final : public BackendImpl {
  public:
@@ -101,17 +105,32 @@ class CudaBackend final : public BackendImpl {
       quant2_ = w.w2_input_scale.present() ? Fp8Quant::TENSOR_STATIC : Fp8Quant::TENSOR_DYNAMIC;
     } else if (c.format == Format::FP8_CHANNEL) {
       quant1_ = quant2_ = Fp8Quant::ROW;
+    } else if (c.format == Format::FP8_BLOCK) {
+      quant1_ = quant2_ = Fp8Quant::BLOCK;
     }
     // GEMM1: [rows, K] x [R, K]^T; GEMM2: [rows, N] x [K, N]^T.
-    path1_ = choose_path(shape_.w13_rows, shape_.hidden, w.w13_weight.data);
-    path2_ = choose_path(shape_.hidden, shape_.inter, w.w2_weight.data);
+    if (c.format == Format::FP8_BLOCK) {
+      // The block scales are applied inside the GEMM: only the blockwise instances can run it.
+      const char* why = nullptr;
+      if (!sm90_fp8_blockwise_built())
+        block_refusal_ = "the fp8 blockwise GEMM kernels were left out of this build (FUSEDMOE_SKIP_GPU_FORMATS)";
+      else if (!sm90_fp8_blockwise_shape_ok(shape_.w13_rows, shape_.hidden, w.w13_weight.data, &why) ||
+               !sm90_fp8_blockwise_shape_ok(shape_.hidden, shape_.inter, w.w2_weight.data, &why))
+        block_refusal_ = std::string(why) + " (hidden " + std::to_string(shape_.hidden) + ", intermediate " +
+                         std::to_string(shape_.inter) + "); the CPU backend runs it";
+      path1_ = path2_ = GemmPath::SM90_FP8_BLOCK;
+    } else {
+      path1_ = choose_path(shape_.w13_rows, shape_.hidden, w.w13_weight.data);
+      path2_ = choose_path(shape_.hidden, shape_.inter, w.w2_weight.data);
+    }
     const int E = static_cast<int>(shape_.num_experts);
+    if (!block_refusal_.empty()) return;
     gemm_ws_bytes_ = std::max(grouped_gemm_workspace_bytes(op_, path1_, E, sm_count_),
                               grouped_gemm_workspace_bytes(op_, path2_, E, sm_count_));
   }
 
   size_t workspace_size(int64_t max_tokens, int64_t topk) const override {
-    if (!supported_ || max_tokens == 0) return 0;
+    if (!supported_ || !block_refusal_.empty() || max_tokens == 0) return 0;
     size_t total = 0;
     carve(nullptr, max_tokens, topk, &total);
     return total;
@@ -121,8 +140,9 @@ class CudaBackend final : public BackendImpl {
     if (!supported_)
       return {false, std::string("format ") + format_name(config_.format) +
                          " is not implemented by the CUDA backend yet (supported: bf16, fp16, fp32, fp8-tensor, "
-                         "fp8-channel); the CPU backend runs it"};
-    if (op_ != Operand::FP32 && !sm90_gemm_built(op_))
+                         "fp8-channel, fp8-block); the CPU backend runs it"};
+    if (!block_refusal_.empty()) return {false, block_refusal_};
+    if (op_ != Operand::FP32 && quant1_ != Fp8Quant::BLOCK && !sm90_gemm_built(op_))
       return {false, std::string("the ") + (op_ == Operand::FP8 ? "fp8" : op_ == Operand::BF16 ? "bf16" : "fp16") +
                          " GEMM kernels were left out of this build (FUSEDMOE_SKIP_GPU_FORMATS)"};
     if (p.num_experts > kMaxExperts)
@@ -197,9 +217,11 @@ class CudaBackend final : public BackendImpl {
     b.amax2 = static_cast<float*>(take(4));
     b.a1 = take(s * K * operand_bytes(op_));
     if (quant1_ == Fp8Quant::ROW) b.row_scale1 = static_cast<float*>(take(s * 4));
+    if (quant1_ == Fp8Quant::BLOCK) b.block_scale1 = static_cast<float*>(take(s * block_groups(K) * 4));
     b.h = static_cast<float*>(take(s * R * 4));
     b.a2 = take(s * N * operand_bytes(op_));
     if (quant2_ == Fp8Quant::ROW) b.row_scale2 = static_cast<float*>(take(s * 4));
+    if (quant2_ == Fp8Quant::BLOCK) b.block_scale2 = static_cast<float*>(take(s * block_groups(N) * 4));
     if (quant2_ == Fp8Quant::ROW || quant2_ == Fp8Quant::TENSOR_DYNAMIC) b.staging = static_cast<float*>(take(s * N * 4));
     b.y = static_cast<float*>(take(s * K * 4));
     b.gemm_ws = take(gemm_ws_bytes_);
@@ -242,6 +264,7 @@ class CudaBackend final : public BackendImpl {
     gp.op = op_;
     gp.quant = quant1_;
     gp.row_scale = b.row_scale1;
+    gp.block = {b.block_scale1, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     TensorScale scale1;
     if (quant1_ == Fp8Quant::TENSOR_STATIC) scale1 = {weights_.w13_input_scale.ptr<const float>(), false};
     if (quant1_ == Fp8Quant::TENSOR_DYNAMIC) {
@@ -268,6 +291,8 @@ class CudaBackend final : public BackendImpl {
     g1.workspace_bytes = gemm_ws_bytes_;
     g1.sm_count = sm_count_;
     g1.device = device_;
+    g1.a_scale = b.block_scale1;
+    g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
     run_grouped_gemm(g1, path1_, stream);
     mark(2);
 
@@ -296,6 +321,7 @@ class CudaBackend final : public BackendImpl {
     ap.amax_bits = b.amax2;
     ap.staging = b.staging;
     ap.row_scale = b.row_scale2;
+    ap.block = {b.block_scale2, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     launch_activation(ap, slots, stream);
     mark(3);
 
@@ -306,6 +332,8 @@ class CudaBackend final : public BackendImpl {
     g2.d = b.y;
     g2.n = K;
     g2.k = N;
+    g2.a_scale = b.block_scale2;
+    g2.b_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
     run_grouped_gemm(g2, path2_, stream);
     mark(4);
 
@@ -348,6 +376,7 @@ class CudaBackend final : public BackendImpl {
   int device_ = 0;
   int sm_count_ = 0;
   bool supported_ = false;
+  std::string block_refusal_;  // fp8-block: why this layer cannot run here (empty: it can)
   Operand op_ = Operand::BF16;
   Fp8Quant quant1_ = Fp8Quant::NONE, quant2_ = Fp8Quant::NONE;
   GemmPath path1_ = GemmPath::SIMT, path2_ = GemmPath::SIMT;

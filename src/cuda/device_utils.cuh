@@ -51,6 +51,15 @@ __device__ __forceinline__ uint8_t quant_tensor(float v, float s) { return to_e4
 __device__ __forceinline__ uint8_t quant_row(float v, float s) { return to_e4m3(__fdiv_rn(v, s)); }
 __device__ __forceinline__ float scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, kMinAmax), kFp8Max); }
 
+// round_up_pow2 of the CPU codecs (fp8_block_ue8m0): the smallest power of two >= x for a positive
+// finite x; zero, negatives, NaN and Inf unchanged.
+__device__ __forceinline__ float round_up_pow2(float x) {
+  if (!(x > 0.0f) || isinf(x)) return x;
+  int ex = 0;
+  const float m = frexpf(x, &ex);
+  return ldexpf(1.0f, m == 0.5f ? ex - 1 : ex);
+}
+
 __device__ __forceinline__ float tensor_scale_value(const TensorScale& s) {
   const float v = *s.ptr;
   return s.from_amax ? scale_from_amax(v) : v;
@@ -96,6 +105,52 @@ __device__ __forceinline__ float block_max(float v) {
   }
   __syncthreads();
   return result;
+}
+
+// fp8-block: 128-wide column groups per row.
+constexpr int kFp8Block = 128;
+
+// Index of the scale of (row r, group g) in the BLOCK scale layout (moe_kernels.hpp).
+__device__ __forceinline__ int64_t block_scale_index(const BlockScaleOut& b, int64_t r, int64_t g, int64_t groups) {
+  const int32_t e = b.row_expert[r];
+  const int64_t row0 = b.expert_offsets[e];
+  const int64_t rows_e = b.expert_offsets[e + 1] - row0;
+  return row0 * groups + g * rows_e + (r - row0);
+}
+
+// Quantises group g (columns [g*128, min(cols, g*128+128))) of row r with one warp, as
+// quantize_fp8_per_token_group: s = max(amax, 1e-10) / 448 (ue8m0: round_up_pow2(s)),
+// q = e4m3(v / s). value(c) gives the operand value of column c; q points at the row.
+template <class Value>
+__device__ __forceinline__ void quantise_block_group(const BlockScaleOut& b, int64_t r, int64_t g, int64_t cols,
+                                                     uint8_t* q, Value value) {
+  constexpr int kPer = kFp8Block / 32;
+  const int lane = threadIdx.x & 31;
+  const int64_t c0 = g * kFp8Block;
+  float v[kPer];
+  float m = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int64_t c = c0 + j * 32 + lane;
+    v[j] = c < cols ? value(c) : 0.0f;
+    m = fmaxf(m, abs_for_amax(v[j]));
+  }
+  m = warp_max(m);
+  float s = __fdiv_rn(fmaxf(m, kMinAmax), kFp8Max);
+  if (b.ue8m0) s = round_up_pow2(s);
+#pragma unroll
+  for (int j = 0; j < kPer; ++j) {
+    const int64_t c = c0 + j * 32 + lane;
+    if (c < cols) q[c] = to_e4m3(__fdiv_rn(v[j], s));
+  }
+  if (lane == 0) b.scale[block_scale_index(b, r, g, (cols + kFp8Block - 1) / kFp8Block)] = s;
+}
+
+// Launch shape of the BLOCK quantisers: one warp per group, kBlockGroupsPerCta groups per block.
+constexpr int kBlockGroupsPerCta = 8;
+inline unsigned block_quant_grid_y(int64_t cols) {
+  const int64_t groups = (cols + kFp8Block - 1) / kFp8Block;
+  return static_cast<unsigned>((groups + kBlockGroupsPerCta - 1) / kBlockGroupsPerCta);
 }
 
 __device__ __forceinline__ int32_t load_rows(const int32_t* rows) { return *rows; }

@@ -7,7 +7,34 @@
 
 namespace fusedmoe::cuda {
 
-const char* gemm_path_name(GemmPath p) { return p == GemmPath::SM90_TMA ? "sm90-tma" : "simt"; }
+const char* gemm_path_name(GemmPath p) {
+  switch (p) {
+    case GemmPath::SM90_TMA: return "sm90-tma";
+    case GemmPath::SM90_FP8_BLOCK: return "sm90-fp8-blockwise";
+    default: return "simt";
+  }
+}
+
+#ifdef FUSEDMOE_SKIP_GPU_FP8_BLOCKWISE
+bool sm90_fp8_blockwise_built() { return false; }
+size_t sm90_grouped_gemm_fp8_blockwise_workspace(int, int) { return 0; }
+void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs&, cudaStream_t) {
+  throw Error("grouped GEMM: the fp8 blockwise instances were left out of this build");
+}
+#endif
+
+bool sm90_fp8_blockwise_shape_ok(int64_t n, int64_t k, const void* b, const char** why) {
+  // One K tile is one 128-wide scale block and a weight scale block must not straddle N tiles.
+  if (n % 128 != 0 || k % 128 != 0) {
+    *why = "the blockwise-scaled GEMM needs the hidden and intermediate sizes to be multiples of 128";
+    return false;
+  }
+  if (n >= INT32_MAX || k >= INT32_MAX || reinterpret_cast<uintptr_t>(b) % 16 != 0) {
+    *why = "the fp8-block weights must be 16-byte aligned (TMA)";
+    return false;
+  }
+  return true;
+}
 
 bool sm90_gemm_built(Operand op) {
   switch (op) {
@@ -35,6 +62,7 @@ bool sm90_gemm_shape_ok(Operand op, int64_t n, int64_t k, const void* b) {
 
 size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int sm_count) {
   if (path == GemmPath::SIMT) return 0;
+  if (path == GemmPath::SM90_FP8_BLOCK) return sm90_grouped_gemm_fp8_blockwise_workspace(groups, sm_count);
   switch (op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16: return sm90_grouped_gemm_bf16_workspace(groups, sm_count);
@@ -52,6 +80,10 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
 void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream) {
   if (path == GemmPath::SIMT) {
     simt_grouped_gemm(args, stream);
+    return;
+  }
+  if (path == GemmPath::SM90_FP8_BLOCK) {
+    sm90_grouped_gemm_fp8_blockwise(args, stream);
     return;
   }
   switch (args.op) {

@@ -9,6 +9,9 @@
 //   SM90_TMA  CUTLASS 3.x ptr-array TMA warp-specialised grouped GEMM (wgmma); its per-group
 //             problem shapes and pointers are built on the device by a small kernel; one or two
 //             template instances per .cu file (sm90_grouped_gemm_<family>.cu).
+//   SM90_FP8_BLOCK  CUTLASS ptr-array grouped GEMM with blockwise-scaled fp8 operands (fp8-block:
+//             DeepSeek-V3 1x128 activation / 128x128 weight scales promoted per 128-wide K block
+//             inside the mainloop; D is the dequantised fp32 result), sm90_grouped_gemm_fp8_blockwise.cu.
 //   SIMT      a plain fp32 FMA tiled kernel (simt_grouped_gemm.cu): the FP32 format, and the
 //             fallback for shapes TMA cannot address (k or n not a multiple of 16 bytes).
 #include <cuda_runtime.h>
@@ -20,7 +23,7 @@
 
 namespace fusedmoe::cuda {
 
-enum class GemmPath : uint8_t { SM90_TMA, SIMT };
+enum class GemmPath : uint8_t { SM90_TMA, SIMT, SM90_FP8_BLOCK };
 
 struct GroupedGemmArgs {
   Operand op = Operand::BF16;
@@ -36,6 +39,13 @@ struct GroupedGemmArgs {
   size_t workspace_bytes = 0;
   int sm_count = 0;
   int device = 0;
+  // SM90_FP8_BLOCK only: fp32 block scales.
+  //   a_scale: activation scales; the rows of expert g (row0 = offsets[g], rows_g of them) own
+  //            the ceil(k/128) * rows_g floats from a_scale + row0 * ceil(k/128), column-major
+  //            [ceil(k/128), rows_g] (fp8_block_scale_index in device_utils.cuh).
+  //   b_scale: weight scales [groups, n/128, k/128] row-major (as the layer stores them).
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
 };
 
 // Tile-config choice of the SM90 families: the swap-AB config (weights on the MMA's 128-row
@@ -63,6 +73,11 @@ size_t sm90_grouped_gemm_fp16_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp16(const GroupedGemmArgs& args, cudaStream_t stream);
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream);
+// fp8-block: whether the blockwise instances were compiled, and whether they take (n, k).
+bool sm90_fp8_blockwise_built();
+bool sm90_fp8_blockwise_shape_ok(int64_t n, int64_t k, const void* b, const char** why);
+size_t sm90_grouped_gemm_fp8_blockwise_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs& args, cudaStream_t stream);
 void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
 
 }  // namespace fusedmoe::cuda

@@ -26,6 +26,19 @@ enum class Fp8Quant : uint8_t {
   TENSOR_STATIC,   // q = e4m3(x / s), s = the layer's input scale
   TENSOR_DYNAMIC,  // same with s = max(amax over the operand, 1e-10) / 448
   ROW,             // per row: s = max(amax_row, 1e-10) / 448
+  BLOCK,           // fp8-block: per row and 128-wide column group, s = max(amax_group, 1e-10) / 448
+                   // (rounded up to 2^k with fp8_block_ue8m0); scales in the GEMM's layout
+};
+
+// fp8-block activation scales (BLOCK): the group scales of the rows of one expert form a
+// column-major [groups, rows_e] block starting at float row0 * groups (row0 = the expert's first
+// row), the per-group layout the blockwise grouped GEMM reads (grouped_gemm.hpp). The whole
+// buffer is [rows, groups] floats.
+struct BlockScaleOut {
+  float* scale = nullptr;                   // [rows * groups]
+  const int32_t* row_expert = nullptr;      // [rows]
+  const int32_t* expert_offsets = nullptr;  // [E + 1]
+  bool ue8m0 = false;                       // scales rounded up to a power of two
 };
 
 // A per-tensor fp8 scale on the device: either a scale, or an amax (as float bits written by
@@ -69,6 +82,7 @@ struct GatherParams {
   Fp8Quant quant = Fp8Quant::NONE;
   TensorScale scale;             // TENSOR_*
   float* row_scale = nullptr;    // ROW: [rows] output scales
+  BlockScaleOut block;           // BLOCK
 };
 // Dynamic per-tensor scale of GEMM1's operand: amax of hidden_states (all M rows), or of the
 // router-weighted rows when on_input. *amax_bits must be zeroed first (launcher does it).
@@ -103,6 +117,7 @@ struct ActivationParams {
   float* amax_bits = nullptr;  // TENSOR_DYNAMIC: amax of the activation output (zeroed by launcher)
   float* staging = nullptr;    // TENSOR_DYNAMIC / ROW: [rows, N] rounded activation output
   float* row_scale = nullptr;  // ROW: [rows] output scales
+  BlockScaleOut block;         // BLOCK
 };
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream);
 

@@ -238,6 +238,20 @@ __global__ void gather_kernel(GatherParams p) {
   }
 }
 
+// fp8-block (Fp8Quant::BLOCK): one warp per 128-wide group of a row, kBlockGroupsPerCta groups
+// per block (blockIdx.y picks the first); values, codes and scales as the CPU oracle's
+// quantize_fp8_per_token_group on the same row.
+__global__ void gather_block_kernel(GatherParams p) {
+  const int64_t r = blockIdx.x;
+  if (r >= load_rows(p.rows)) return;
+  const int64_t g = static_cast<int64_t>(blockIdx.y) * kBlockGroupsPerCta + threadIdx.x / 32;
+  if (g * kFp8Block >= p.K) return;
+  const int64_t i = p.row_slot[r], t = i / p.topk;
+  const float w = p.on_input ? p.topk_weights[i] : 1.0f;
+  uint8_t* q = static_cast<uint8_t*>(p.out) + r * p.K;
+  quantise_block_group(p.block, r, g, p.K, q, [&](int64_t k) { return gemm1_value(p, t, w, k); });
+}
+
 int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
 
 }  // namespace
@@ -276,6 +290,12 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
+  if (p.quant == Fp8Quant::BLOCK) {
+    const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.K));
+    gather_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const bool whole_row = p.quant == Fp8Quant::ROW;
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.K));
   gather_kernel<<<grid, whole_row ? whole_row_threads(max_rows, p.K) : row_threads(p.K), 0, stream>>>(p);

@@ -124,7 +124,7 @@ struct Case {
 inline float tolerance(const Case& c) {
   float tol = 1e-2f;
   if (c.format == Format::FP32) tol = c.hidden_dtype == DType::F32 ? 1e-5f : 2e-3f;
-  if (c.format == Format::FP8_TENSOR || c.format == Format::FP8_CHANNEL) tol = 5e-2f;
+  if (c.format == Format::FP8_TENSOR || c.format == Format::FP8_CHANNEL || c.format == Format::FP8_BLOCK) tol = 5e-2f;
   return tol;
 }
 

@@ -203,7 +203,7 @@ TEST(EdgeGpu, RunTimedMatchesRun) {
 
 TEST(EdgeGpu, LaterFormatsAreRefusedWithAReason) {
   FMOE_REQUIRE_GPU();
-  for (Format f : {Format::FP8_BLOCK, Format::W4A8_INT4, Format::MXFP4, Format::NVFP4}) {
+  for (Format f : {Format::W4A8_INT4, Format::MXFP4, Format::NVFP4}) {
     Case c = base_case(f, 121);
     const LayerFile lf = make_layer(c);
     DeviceLayer dl(lf);
