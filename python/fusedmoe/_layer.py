@@ -244,7 +244,8 @@ class MoELayer:
                                        "%s of shape %s" % (xdt or getattr(x, "dtype", type(x).__name__), list(xshape)))
             output = _arrays.empty(x, xshape, xdt)
         is_cuda = self._core.backend == "cuda"
-        if is_cuda:
+        if is_cuda and _arrays.device(x) == self.device:
+            # (hidden_states elsewhere: no workspace "like" them, the core refuses the call.)
             if workspace is None and len(xshape) == 2:
                 ishape = _arrays.shape(ids)
                 need = self.workspace_size(xshape[0], ishape[1] if len(ishape) == 2 else 1)

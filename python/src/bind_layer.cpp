@@ -94,16 +94,20 @@ nb::dict stage_times(const StageTimes& t) {
 }
 
 struct PyLayer {
+  // Declared before the Layer, so destroyed after it: the arrays the Layer views outlive it.
+  KeepAlive weights;
   std::unique_ptr<Layer> layer;
-  KeepAlive weights;  // the weight arrays the Layer views
   DeviceType device = DeviceType::CPU;
   int device_index = 0;
 };
 
 void construct(PyLayer* self, nb::dict weights, nb::dict config, const std::string& backend, int cpu_threads,
                const std::string& cpu_precision) {
-  new (self) PyLayer();
+  // Everything is built in locals and moved into *self only once the Layer exists: nanobind runs no
+  // destructor for an __init__ that throws, so whatever sat in *self at a throw (the imported weight
+  // arrays, CUDA memory included) would stay referenced for the rest of the process.
   const LayerConfig cfg = config_from_dict(config);
+  KeepAlive keep;
   LayerWeights w;
   for (auto [key, value] : weights) {
     const std::string name = nb::cast<std::string>(key);
@@ -114,21 +118,37 @@ void construct(PyLayer* self, nb::dict weights, nb::dict config, const std::stri
     TensorArgOptions opt;
     opt.has_hint = true;
     opt.hint = contract_dtype(cfg, name);
-    *slot = tensor_arg(value, kWeightNames[slot - &w.w13_weight], self->weights, opt);
+    *slot = tensor_arg(value, kWeightNames[slot - &w.w13_weight], keep, opt);
   }
   LayerOptions lo;
   lo.backend = parse_backend(backend);
   lo.cpu_threads = cpu_threads;
   lo.cpu_precision = parse_precision(cpu_precision);
+  std::unique_ptr<Layer> layer;
+  {
+    DeviceGuard guard(w.w13_weight);
+    nb::gil_scoped_release release;
+    layer = std::make_unique<Layer>(cfg, w, lo);
+  }
+  new (self) PyLayer();
+  self->weights = std::move(keep);
+  self->layer = std::move(layer);
   self->device = w.w13_weight.device;
   self->device_index = w.w13_weight.device_index;
-  DeviceGuard guard(w.w13_weight);
-  nb::gil_scoped_release release;
-  self->layer = std::make_unique<Layer>(cfg, w, lo);
 }
 
-RunArgs run_args(nb::handle x, nb::handle ids, nb::handle w, nb::handle out, nb::handle expert_map, bool on_input,
-                 nb::handle workspace, nb::handle stream, KeepAlive& keep) {
+// A CUDA layer's run tensors and workspace must be on the layer's GPU: the library tells CPU from
+// CUDA tensors for the run arguments, but not one GPU from another, and it does not know where the
+// workspace is (its kernels would write into host memory, or another GPU's, if handed it).
+void require_layer_device(const PyLayer& s, const TensorView& v, const char* name) {
+  if (s.device != DeviceType::CUDA || !v.present()) return;
+  if (v.device != DeviceType::CUDA || v.device_index != s.device_index)
+    throw InvalidArgument(name, "memory on cuda:" + std::to_string(s.device_index) + " (the layer's device)",
+                          device_str(v));
+}
+
+RunArgs run_args(const PyLayer& s, nb::handle x, nb::handle ids, nb::handle w, nb::handle out, nb::handle expert_map,
+                 bool on_input, nb::handle workspace, nb::handle stream, KeepAlive& keep) {
   RunArgs a;
   a.hidden_states = required_tensor_arg(x, "hidden_states", keep);
   a.topk_ids = required_tensor_arg(ids, "topk_ids", keep);
@@ -139,6 +159,7 @@ RunArgs run_args(nb::handle x, nb::handle ids, nb::handle w, nb::handle out, nb:
   a.expert_map = tensor_arg(expert_map, "expert_map", keep);
   a.apply_router_weight_on_input = on_input;
   const TensorView ws = tensor_arg(workspace, "workspace", keep, wr);
+  require_layer_device(s, ws, "workspace");
   if (ws.present()) {
     require_contiguous(ws, "workspace");
     a.workspace = ws.data;
@@ -241,7 +262,15 @@ void bind_layer(nb::module_& m) {
       .def("run", [](const PyLayer& s, nb::handle x, nb::handle ids, nb::handle w, nb::handle out, nb::handle expert_map,
                      bool on_input, nb::handle workspace, nb::handle stream, bool timed) -> nb::object {
         KeepAlive keep;
-        const RunArgs a = run_args(x, ids, w, out, expert_map, on_input, workspace, stream, keep);
+        const RunArgs a = run_args(s, x, ids, w, out, expert_map, on_input, workspace, stream, keep);
+        if (s.device == DeviceType::CUDA) {
+          // Another GPU's tensors (the library checks CPU against CUDA, and names them the same way).
+          for (const auto& [v, name] : {std::make_pair(&a.hidden_states, "hidden_states"),
+                                        std::make_pair(&a.topk_ids, "topk_ids"),
+                                        std::make_pair(&a.topk_weights, "topk_weights"),
+                                        std::make_pair(&a.expert_map, "expert_map"), std::make_pair(&a.output, "output")})
+            if (v->device == DeviceType::CUDA) require_layer_device(s, *v, name);
+        }
         DeviceGuard guard(a.hidden_states);
         StageTimes t;
         {

@@ -7,6 +7,10 @@
 
 #include "bindings.hpp"
 
+#ifdef FUSEDMOE_WITH_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 namespace nb = nanobind;
 
 namespace {
@@ -33,6 +37,17 @@ void raise(PyObject* type, const char* message, const char* argument) {
   }
   PyErr_SetObject(type, exc);
   Py_DECREF(exc);
+}
+
+// fusedmoe::backend_available(CUDA) says whether the backend is built in; "usable on this
+// machine" also needs a device (a CUDA build on a machine without a GPU has none).
+bool cuda_device_present() {
+#ifdef FUSEDMOE_WITH_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) == cudaSuccess) return count > 0;
+  cudaGetLastError();  // no driver / no device: leave no error behind for a later launch check
+#endif
+  return false;
 }
 
 }  // namespace
@@ -76,7 +91,7 @@ NB_MODULE(_core, m) {
 #endif
   m.def("backend_available", [](const std::string& name) {
     if (name == "cpu") return fusedmoe::backend_available(fusedmoe::Backend::CPU);
-    if (name == "cuda") return fusedmoe::backend_available(fusedmoe::Backend::CUDA);
+    if (name == "cuda") return fusedmoe::backend_available(fusedmoe::Backend::CUDA) && cuda_device_present();
     if (name == "auto") return true;
     throw fusedmoe::InvalidArgument("backend", "auto, cpu or cuda", "'" + name + "'");
   }, nb::arg("name"), "Whether the backend is built in and usable on this machine.");

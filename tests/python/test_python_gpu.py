@@ -250,6 +250,11 @@ def test_mixed_devices_are_refused():
     ids, tw = _routing()
     with pytest.raises(fusedmoe.InvalidArgument, match="hidden_states"):
         layer(_x("bf16").cpu(), ids, tw)
+    # A host workspace for a CUDA layer: its kernels would write into host memory.
+    need = layer.workspace_size(M, TOPK)
+    with pytest.raises(fusedmoe.InvalidArgument, match=r"'workspace': expected memory on cuda:0 \(the layer's device\), got cpu"):
+        layer(_x("bf16"), ids, tw, workspace=torch.empty(need, dtype=torch.uint8))
+    torch.cuda.synchronize()
 
 
 def test_example_on_gpu():

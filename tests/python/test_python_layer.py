@@ -1,6 +1,10 @@
 """The layer from Python on the CPU with NumPy arrays: every format, the options, errors, caching,
 zero-copy behaviour, layer files."""
 
+import gc
+import glob
+import weakref
+
 import numpy as np
 import pytest
 
@@ -150,6 +154,48 @@ def test_errors_are_python_exceptions_with_the_library_messages():
         layer([[1.0]], ids, tw)
     with pytest.raises(fusedmoe.InvalidArgument, match="'hidden_states'.*uint16"):
         layer(np.zeros((M, K), np.uint16), ids, tw, output=np.zeros((M, K), np.float32))
+
+
+def test_a_failed_layer_construction_releases_the_weights():
+    # The core imports every weight before the Layer validates them; a constructor that throws must
+    # drop those references (nanobind runs no destructor for a failed __init__).
+    cfg, w, _ = make_layer("fp32", E, 64, 32)
+    bad = np.ascontiguousarray(w["w13_weight"][:, :, :-2])
+    w13, w2 = w["w13_weight"].copy(), w["w2_weight"].copy()
+    refs = [weakref.ref(bad), weakref.ref(w13), weakref.ref(w2)]
+    with pytest.raises(fusedmoe.InvalidArgument, match="'w13_weight': expected shape"):
+        fusedmoe.MoELayer(cfg, dict(w13_weight=bad, w2_weight=w2))
+    with pytest.raises(fusedmoe.InvalidArgument, match="'weights': expected CUDA tensors"):
+        fusedmoe.MoELayer(cfg, dict(w13_weight=w13, w2_weight=w2), backend="cuda")
+    del bad, w13, w2
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True, True]  # no reference left behind
+
+
+def test_a_deleted_layer_releases_its_weights_and_runs_until_then():
+    cfg, w, _ = make_layer("fp32", E, 64, 32)
+    w13, w2 = w["w13_weight"].copy(), w["w2_weight"].copy()
+    refs = [weakref.ref(w13), weakref.ref(w2)]
+    layer = fusedmoe.MoELayer(cfg, dict(w13_weight=w13, w2_weight=w2))
+    ids, tw = routing(M, E, TOPK)
+    del w13, w2
+    gc.collect()
+    assert all(r() is not None for r in refs)  # the layer keeps the arrays it views
+    assert np.isfinite(layer(_x(k=64), ids, tw)).all()
+    with pytest.raises(fusedmoe.InvalidArgument, match=r"'hidden_states': expected shape \[M,64\], got \[7,65\]"):
+        layer(_x(k=65), ids, tw)
+    del layer
+    gc.collect()
+    assert [r() is None for r in refs] == [True, True]
+
+
+def test_cuda_available_needs_a_device():
+    # A CUDA build on a machine without a GPU: built in, but not usable.
+    assert fusedmoe.cuda_available() == fusedmoe.backend_available("cuda")
+    if not fusedmoe.built_with_cuda:
+        assert not fusedmoe.cuda_available()
+    elif not glob.glob("/dev/nvidia[0-9]*"):
+        assert not fusedmoe.cuda_available()
 
 
 def test_unsupported_is_a_not_implemented_error():
