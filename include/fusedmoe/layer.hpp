@@ -26,12 +26,21 @@ struct LayerWeights {
 };
 
 struct RunArgs {
-  TensorView hidden_states;  // [M, K] F32/F16/BF16
+  // [M, K] F32/F16/BF16; or, with format fp8-block only, F8_E4M3 codes already quantised in
+  // 1x128 groups along K (as DeepGEMM takes them), together with hidden_states_scale.
+  TensorView hidden_states;
   TensorView topk_ids;       // [M, topk] I32; ids outside [0, E_global) select nothing
   TensorView topk_weights;   // [M, topk] F32
   TensorView expert_map;     // optional [E_global] I32: global id -> local id or -1
-  TensorView output;         // [M, K], dtype of hidden_states
-  bool apply_router_weight_on_input = false;
+  // [M, K]: the dtype of hidden_states; with F8_E4M3 hidden_states the output's own dtype
+  // (F32, F16 or BF16; BF16 is what DeepGEMM / vLLM use) is the activation dtype too.
+  TensorView output;
+  bool apply_router_weight_on_input = false;  // refused with F8_E4M3 hidden_states
+  // Pre-quantised fp8-block inputs only: F32 [M, ceil(K/128)] row-major, contiguous; the GEMM1
+  // operand of token t, column k is e4m3(hidden_states[t, k]) * scale[t, k / 128] (no
+  // re-quantisation). DeepGEMM's own kernels take these scales column-major and TMA-aligned
+  // ([ceil(K/128), round_up(M, 4)] transposed); that layout is not accepted here (transpose it).
+  TensorView hidden_states_scale;
   void* workspace = nullptr;  // CUDA: device memory of workspace_size() bytes
   size_t workspace_bytes = 0;
   void* stream = nullptr;  // CUDA: cudaStream_t (nullptr = legacy default stream)
@@ -65,6 +74,33 @@ struct Support {
   std::string reason;  // why not, when !ok
 };
 
+// The batched ("masked") layout of expert-parallel decode (vLLM's CutlassBatchedExpertsFp8,
+// DeepGEMM's masked grouped GEMM): the rows are already grouped by local expert, T rows per
+// expert, of which the first expert_num_tokens[e] are valid. Per valid row:
+//   output[e, t] = W2[e] . act(W1[e] . hidden_states[e, t] + b1[e]) + b2[e]
+// with no routing weight (the caller combines). Rows t >= expert_num_tokens[e] are written
+// with zeros. Counts are clamped to [0, T] (a negative count means no rows).
+struct MaskedArgs {
+  // [E, T, K] F32/F16/BF16, or (fp8-block only) F8_E4M3 codes with hidden_states_scale.
+  TensorView hidden_states;
+  TensorView hidden_states_scale;  // F8_E4M3 hidden_states: F32 [E, T, ceil(K/128)] row-major
+  TensorView expert_num_tokens;    // [E] I32, valid rows of each local expert (device data)
+  // [E, T, K]: the dtype of hidden_states, or F32/F16/BF16 with F8_E4M3 hidden_states.
+  TensorView output;
+  void* workspace = nullptr;  // CUDA: device memory of masked_workspace_size(T) bytes
+  size_t workspace_bytes = 0;
+  void* stream = nullptr;  // CUDA: cudaStream_t
+};
+
+// The sizes of one masked call.
+struct MaskedProblem {
+  int64_t num_experts = 0;            // E (local)
+  int64_t max_tokens_per_expert = 0;  // T
+  int64_t hidden = 0;                 // K
+  int64_t inter = 0;                  // N
+  bool prequantized = false;          // F8_E4M3 hidden_states with scales
+};
+
 // Is this backend built into the library / usable on this machine?
 bool backend_available(Backend b);
 
@@ -93,6 +129,25 @@ class Layer {
   // run() with a timer between the stages (the benchmark's breakdown). Synchronises the
   // stream, so it is not graph-capturable; results are the same as run()'s.
   StageTimes run_timed(const RunArgs& args) const;
+
+  // The batched/masked layout (MaskedArgs). Like run(): no allocation, no host sync on CUDA
+  // (the counts stay on the device), graph capturable.
+  size_t masked_workspace_size(int64_t max_tokens_per_expert) const;
+  Support can_implement_masked(const MaskedProblem& problem) const;
+  MaskedProblem validate_masked(const MaskedArgs& args) const;  // throws InvalidArgument
+  void run_masked(const MaskedArgs& args) const;
+
+  // Prepares everything run() (and run_masked()) will use for 1..max_tokens tokens with this
+  // topk, so that the first real call has no extra latency: on CUDA it runs the layer on
+  // zero-filled scratch inputs on `stream` for 1, 2, 4, ... and max_tokens tokens (plain and,
+  // for fp8-block, pre-quantised inputs), and the masked path for 1, 2, 4, ... up to
+  // ceil(max_tokens * topk / E) rows per expert, which launches every kernel, GEMM path and tile
+  // config the range selects: their modules get loaded (CUDA lazy loading) and CUTLASS sets
+  // their shared-memory attributes. It allocates (about workspace_size(max_tokens, topk) plus
+  // the inputs) and frees scratch device memory and synchronises `stream`: call it outside
+  // graph capture, e.g. right after constructing the Layer. Throws NotImplemented when
+  // can_implement() refuses the problem. CPU backend: nothing to prepare (a no-op).
+  void warmup(int64_t max_tokens, int64_t topk, void* stream = nullptr) const;
 
  private:
   struct Impl;

@@ -22,6 +22,12 @@ class BackendImpl {
   // args and problem are validated by Layer before this is called.
   virtual void run(const RunArgs& args, const Problem& problem) const = 0;
   virtual StageTimes run_timed(const RunArgs& args, const Problem& problem) const = 0;
+  // The masked layout (MaskedArgs); args validated, can_implement_masked() ok, workspace checked.
+  virtual size_t masked_workspace_size(int64_t max_tokens_per_expert) const = 0;
+  virtual Support can_implement_masked(const MaskedProblem& problem) const = 0;
+  virtual void run_masked(const MaskedArgs& args, const MaskedProblem& problem) const = 0;
+  // Layer::warmup (arguments checked, can_implement() ok for the largest problem).
+  virtual void warmup(int64_t max_tokens, int64_t topk, void* stream) const = 0;
 };
 
 std::unique_ptr<BackendImpl> make_cpu_backend(const LayerConfig& config, const LayerWeights& w,
@@ -35,5 +41,7 @@ bool cuda_backend_available();
 LayerShape validate_layer(const LayerConfig& config, const LayerWeights& w);
 Problem validate_run_args(const LayerConfig& config, const LayerShape& shape, const RunArgs& args,
                           DeviceType device);
+MaskedProblem validate_masked_args(const LayerConfig& config, const LayerShape& shape, const MaskedArgs& args,
+                                   DeviceType device);
 
 }  // namespace fusedmoe::detail

@@ -88,4 +88,48 @@ StageTimes Layer::run_timed(const RunArgs& args) const {
   return impl_->impl->run_timed(args, checked_problem(*this, args));
 }
 
+size_t Layer::masked_workspace_size(int64_t max_tokens_per_expert) const {
+  if (max_tokens_per_expert < 0)
+    throw InvalidArgument("max_tokens_per_expert", ">= 0", std::to_string(max_tokens_per_expert));
+  return impl_->impl->masked_workspace_size(max_tokens_per_expert);
+}
+
+Support Layer::can_implement_masked(const MaskedProblem& problem) const {
+  return impl_->impl->can_implement_masked(problem);
+}
+
+MaskedProblem Layer::validate_masked(const MaskedArgs& args) const {
+  const DeviceType dev = impl_->backend == Backend::CUDA ? DeviceType::CUDA : DeviceType::CPU;
+  return detail::validate_masked_args(impl_->config, impl_->shape, args, dev);
+}
+
+void Layer::run_masked(const MaskedArgs& args) const {
+  const MaskedProblem p = validate_masked(args);
+  const Support s = can_implement_masked(p);
+  if (!s.ok)
+    throw NotImplemented(std::string(backend_name(backend())) + " backend cannot run this masked problem: " + s.reason);
+  const size_t need = masked_workspace_size(p.max_tokens_per_expert);
+  if (need > 0 && (args.workspace == nullptr || args.workspace_bytes < need))
+    throw InvalidArgument("workspace_bytes", ">= " + std::to_string(need) + " (masked_workspace_size())",
+                          std::to_string(args.workspace == nullptr ? 0 : args.workspace_bytes));
+  impl_->impl->run_masked(args, p);
+}
+
+void Layer::warmup(int64_t max_tokens, int64_t topk, void* stream) const {
+  if (max_tokens < 0) throw InvalidArgument("max_tokens", ">= 0", std::to_string(max_tokens));
+  if (topk < 1) throw InvalidArgument("topk", ">= 1", std::to_string(topk));
+  if (max_tokens == 0) return;
+  Problem p;
+  p.num_tokens = max_tokens;
+  p.hidden = hidden();
+  p.inter = inter();
+  p.num_experts = num_experts();
+  p.num_global_experts = num_experts();
+  p.topk = topk;
+  const Support s = can_implement(p);
+  if (!s.ok)
+    throw NotImplemented(std::string(backend_name(backend())) + " backend cannot run this problem: " + s.reason);
+  impl_->impl->warmup(max_tokens, topk, stream);
+}
+
 }  // namespace fusedmoe

@@ -51,6 +51,18 @@ void expect_contiguous(const TensorView& t, const char* name) {
   }
 }
 
+void expect_shape(const TensorView& t, const char* name, const std::vector<int64_t>& s) {
+  bool ok = t.ndim == static_cast<int>(s.size());
+  for (size_t i = 0; ok && i < s.size(); ++i) ok = t.shape[i] == s[i];
+  if (!ok) {
+    std::ostringstream os;
+    os << '[';
+    for (size_t i = 0; i < s.size(); ++i) os << (i ? "," : "") << s[i];
+    os << ']';
+    throw InvalidArgument(name, "shape " + os.str(), t.shape_str());
+  }
+}
+
 void expect_tensor(const TensorView& t, const char* name, DType d, std::initializer_list<int64_t> s) {
   expect_present(t, name);
   expect_dtype(t, name, d);
@@ -197,16 +209,78 @@ LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
   return s;
 }
 
+namespace {
+
+bool is_float_dtype(DType d) { return d == DType::F32 || d == DType::F16 || d == DType::BF16; }
+
+// The dtype of hidden_states: F32/F16/BF16, or F8_E4M3 (pre-quantised) with format fp8-block.
+// Returns whether the inputs are pre-quantised.
+bool check_hidden_dtype(const LayerConfig& c, const TensorView& x) {
+  expect_present(x, "hidden_states");
+  if (x.dtype == DType::F8_E4M3) {
+    if (c.format != Format::FP8_BLOCK)
+      throw InvalidArgument("hidden_states",
+                            std::string("dtype F32, F16 or BF16 (pre-quantised F8_E4M3 inputs need format fp8-block; "
+                                        "this layer is ") + format_name(c.format) + ")",
+                            "F8_E4M3");
+    return true;
+  }
+  if (!is_float_dtype(x.dtype))
+    throw InvalidArgument("hidden_states", "dtype F32, F16 or BF16 (or F8_E4M3 with format fp8-block)",
+                          dtype_name(x.dtype));
+  return false;
+}
+
+// hidden_states_scale and output of run() / run_masked(): rows = the leading dims ([M] or [E, T]).
+void check_scale_and_output(const TensorView& x, const TensorView& xs, const TensorView& out, bool preq,
+                            std::vector<int64_t> rows, int64_t K) {
+  if (preq) {
+    std::vector<int64_t> sshape = rows;
+    sshape.push_back(ceil_div(K, kFp8BlockSize));
+    if (!xs.present())
+      throw InvalidArgument("hidden_states_scale", "an F32 tensor of 1x128 group scales with F8_E4M3 hidden_states",
+                            "none");
+    expect_present(xs, "hidden_states_scale");
+    expect_dtype(xs, "hidden_states_scale", DType::F32);
+    expect_shape(xs, "hidden_states_scale", sshape);
+    expect_contiguous(xs, "hidden_states_scale");
+  } else {
+    expect_absent(xs, "hidden_states_scale", "only with pre-quantised F8_E4M3 hidden_states");
+  }
+  std::vector<int64_t> oshape = rows;
+  oshape.push_back(K);
+  expect_present(out, "output");
+  if (preq) {
+    if (!is_float_dtype(out.dtype))
+      throw InvalidArgument("output", "dtype F32, F16 or BF16 (the output and activation dtype of F8_E4M3 inputs)",
+                            dtype_name(out.dtype));
+  } else {
+    expect_dtype(out, "output", x.dtype);
+  }
+  expect_shape(out, "output", oshape);
+  expect_contiguous(out, "output");
+}
+
+void check_device(const TensorView& t, const char* name, DeviceType device) {
+  if (t.present() && t.device != device)
+    throw InvalidArgument(name, device == DeviceType::CPU ? "a CPU tensor (CPU backend)" : "a CUDA tensor (CUDA backend)",
+                          t.device == DeviceType::CPU ? "a CPU tensor" : "a CUDA tensor");
+}
+
+}  // namespace
+
 Problem validate_run_args(const LayerConfig& c, const LayerShape& s, const RunArgs& a, DeviceType device) {
-  (void)c;
-  expect_present(a.hidden_states, "hidden_states");
   const TensorView& x = a.hidden_states;
-  if (x.dtype != DType::F32 && x.dtype != DType::F16 && x.dtype != DType::BF16)
-    throw InvalidArgument("hidden_states", "dtype F32, F16 or BF16", dtype_name(x.dtype));
+  const bool preq = check_hidden_dtype(c, x);
   if (x.ndim != 2 || x.shape[1] != s.hidden)
     throw InvalidArgument("hidden_states", "shape [M," + std::to_string(s.hidden) + "]", x.shape_str());
   expect_contiguous(x, "hidden_states");
   const int64_t M = x.shape[0];
+  if (preq && a.apply_router_weight_on_input)
+    throw InvalidArgument("apply_router_weight_on_input",
+                          "false with pre-quantised F8_E4M3 hidden_states (the router weight would have to be "
+                          "applied before quantisation; quantise w * x yourself or pass bf16 inputs)",
+                          "true");
 
   expect_present(a.topk_ids, "topk_ids");
   if (a.topk_ids.ndim != 2 || a.topk_ids.shape[0] != M || a.topk_ids.shape[1] < 1)
@@ -214,7 +288,7 @@ Problem validate_run_args(const LayerConfig& c, const LayerShape& s, const RunAr
   const int64_t topk = a.topk_ids.shape[1];
   expect_tensor(a.topk_ids, "topk_ids", DType::I32, {M, topk});
   expect_tensor(a.topk_weights, "topk_weights", DType::F32, {M, topk});
-  expect_tensor(a.output, "output", x.dtype, {M, s.hidden});
+  check_scale_and_output(x, a.hidden_states_scale, a.output, preq, {M}, s.hidden);
 
   int64_t global = s.num_experts;
   if (a.expert_map.present()) {
@@ -235,8 +309,11 @@ Problem validate_run_args(const LayerConfig& c, const LayerShape& s, const RunAr
   on_device(a.topk_weights, "topk_weights");
   on_device(a.expert_map, "expert_map");
   on_device(a.output, "output");
+  on_device(a.hidden_states_scale, "hidden_states_scale");
   if (M > 0 && a.output.data == a.hidden_states.data)
     throw InvalidArgument("output", "a buffer distinct from hidden_states", "the same pointer");
+  if (M > 0 && preq && a.output.data == a.hidden_states_scale.data)
+    throw InvalidArgument("output", "a buffer distinct from hidden_states_scale", "the same pointer");
 
   Problem p;
   p.num_tokens = M;
@@ -245,6 +322,34 @@ Problem validate_run_args(const LayerConfig& c, const LayerShape& s, const RunAr
   p.num_experts = s.num_experts;
   p.num_global_experts = global;
   p.topk = topk;
+  return p;
+}
+
+MaskedProblem validate_masked_args(const LayerConfig& c, const LayerShape& s, const MaskedArgs& a, DeviceType device) {
+  const TensorView& x = a.hidden_states;
+  const bool preq = check_hidden_dtype(c, x);
+  const int64_t E = s.num_experts, K = s.hidden;
+  if (x.ndim != 3 || x.shape[0] != E || x.shape[2] != K)
+    throw InvalidArgument("hidden_states", "shape [" + std::to_string(E) + ",T," + std::to_string(K) + "] (E local experts, T rows each)",
+                          x.shape_str());
+  expect_contiguous(x, "hidden_states");
+  const int64_t T = x.shape[1];
+  expect_tensor(a.expert_num_tokens, "expert_num_tokens", DType::I32, {E});
+  check_scale_and_output(x, a.hidden_states_scale, a.output, preq, {E, T}, K);
+  check_device(x, "hidden_states", device);
+  check_device(a.hidden_states_scale, "hidden_states_scale", device);
+  check_device(a.expert_num_tokens, "expert_num_tokens", device);
+  check_device(a.output, "output", device);
+  if (T > 0 && a.output.data == x.data)
+    throw InvalidArgument("output", "a buffer distinct from hidden_states", "the same pointer");
+  if (T > 0 && preq && a.output.data == a.hidden_states_scale.data)
+    throw InvalidArgument("output", "a buffer distinct from hidden_states_scale", "the same pointer");
+  MaskedProblem p;
+  p.num_experts = E;
+  p.max_tokens_per_expert = T;
+  p.hidden = K;
+  p.inter = s.inter;
+  p.prequantized = preq;
   return p;
 }
 

@@ -3,6 +3,7 @@
 // operand -> GEMM1 (+bias) -> activation -> round to the activation dtype -> quantise GEMM2
 // operand -> GEMM2 (+bias) -> weighted top-k sum in slot order. Every output element is
 // computed by one task in a fixed order, so results do not depend on the thread count.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <vector>
@@ -74,8 +75,58 @@ class CpuBackend final : public BackendImpl {
   void run(const RunArgs& args, const Problem& p) const override { run_timed(args, p); }
 
   StageTimes run_timed(const RunArgs& args, const Problem& p) const override {
-    return oracle_ ? run_t<double>(args, p) : run_t<float>(args, p);
+    Job job;
+    job.x = args.hidden_states;
+    job.x_scale = args.hidden_states_scale;
+    job.out = args.output;
+    job.M = p.num_tokens;
+    job.topk = p.topk;
+    job.weights = args.topk_weights.ptr<const float>();
+    job.on_input = args.apply_router_weight_on_input;
+    job.amax_over_rows = args.apply_router_weight_on_input;
+    const int64_t slots = p.num_tokens * p.topk;
+    const int32_t* ids = args.topk_ids.ptr<const int32_t>();
+    const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
+    job.slot_expert.assign(static_cast<size_t>(slots), -1);
+    for (int64_t i = 0; i < slots; ++i) {
+      const int64_t g = ids[i];
+      int64_t e = -1;
+      if (g >= 0 && g < p.num_global_experts) e = emap ? emap[g] : g;
+      if (e < 0 || e >= p.num_experts) e = -1;  // unmapped (or a map entry outside the local range)
+      job.slot_expert[i] = e;
+    }
+    return oracle_ ? run_t<double>(job) : run_t<float>(job);
   }
+
+  size_t masked_workspace_size(int64_t) const override { return 0; }
+
+  Support can_implement_masked(const MaskedProblem&) const override { return {}; }
+
+  // The masked layout is the contiguous pipeline over E*T "tokens" with top-1 routing to the
+  // expert of their block (rows past the count select nothing, so finalize writes zeros) and
+  // weight 1; the fp8-tensor dynamic amax runs over the valid rows only.
+  void run_masked(const MaskedArgs& args, const MaskedProblem& p) const override {
+    const int64_t E = p.num_experts, T = p.max_tokens_per_expert;
+    Job job;
+    job.x = args.hidden_states;
+    job.x_scale = args.hidden_states_scale;
+    job.out = args.output;
+    job.M = E * T;
+    job.topk = 1;
+    job.weights = nullptr;
+    job.on_input = false;
+    job.amax_over_rows = true;
+    job.slot_expert.assign(static_cast<size_t>(E * T), -1);
+    const int32_t* counts = args.expert_num_tokens.ptr<const int32_t>();
+    for (int64_t e = 0; e < E; ++e) {
+      const int64_t n = std::min<int64_t>(std::max<int64_t>(counts[e], 0), T);
+      for (int64_t t = 0; t < n; ++t) job.slot_expert[e * T + t] = e;
+    }
+    if (oracle_) run_t<double>(job);
+    else run_t<float>(job);
+  }
+
+  void warmup(int64_t, int64_t, void*) const override {}  // nothing is lazy on the CPU
 
  private:
   using Clock = std::chrono::steady_clock;
@@ -113,30 +164,37 @@ class CpuBackend final : public BackendImpl {
     });
   }
 
+  // One call of the pipeline: M "tokens" of hidden states, topk slots each, with the local expert
+  // of every slot already resolved (run() and run_masked() build it).
+  struct Job {
+    TensorView x;        // [M, K] F32/F16/BF16, or F8_E4M3 codes (pre-quantised fp8-block)
+    TensorView x_scale;  // pre-quantised: F32 [M, ceil(K/128)]
+    TensorView out;      // [M, K]; its dtype is the activation dtype
+    int64_t M = 0, topk = 1;
+    std::vector<int64_t> slot_expert;  // [M * topk] local expert or -1
+    const float* weights = nullptr;    // [M * topk] router weights; nullptr = 1
+    bool on_input = false;             // apply the router weight to GEMM1's input
+    bool amax_over_rows = false;       // fp8-tensor dynamic amax over the selected rows only
+  };
+
   template <typename T>
-  StageTimes run_t(const RunArgs& args, const Problem& p) const {
+  StageTimes run_t(const Job& job) const {
     StageTimes times;
     auto t0 = Clock::now();
     const auto start = t0;
-    const int64_t M = p.num_tokens, topk = p.topk, K = p.hidden, N = p.inter, E = p.num_experts;
+    const int64_t M = job.M, topk = job.topk, K = shape_.hidden, N = shape_.inter, E = shape_.num_experts;
     const int64_t R = shape_.w13_rows;
-    const DType act_dtype = args.hidden_states.dtype;
-    const int32_t* ids = args.topk_ids.ptr<const int32_t>();
-    const float* tw = args.topk_weights.ptr<const float>();
-    const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
+    const DType act_dtype = job.out.dtype;  // == hidden dtype unless pre-quantised
+    const bool prequantized = job.x.dtype == DType::F8_E4M3;
+    const float* tw = job.weights;
+    auto weight = [&](int64_t i) { return tw ? tw[i] : 1.0f; };
 
     // ---- permute: local expert of each slot, rows grouped by expert, stable by slot ----
     const int64_t slots = M * topk;
-    std::vector<int64_t> slot_expert(static_cast<size_t>(slots), -1);
+    const std::vector<int64_t>& slot_expert = job.slot_expert;
     std::vector<int64_t> offsets(static_cast<size_t>(E + 1), 0);
-    for (int64_t i = 0; i < slots; ++i) {
-      const int64_t g = ids[i];
-      int64_t e = -1;
-      if (g >= 0 && g < p.num_global_experts) e = emap ? emap[g] : g;
-      if (e < 0 || e >= E) e = -1;  // unmapped (or a map entry outside the local range)
-      slot_expert[i] = e;
-      if (e >= 0) ++offsets[e + 1];
-    }
+    for (int64_t i = 0; i < slots; ++i)
+      if (slot_expert[i] >= 0) ++offsets[slot_expert[i] + 1];
     for (int64_t e = 0; e < E; ++e) offsets[e + 1] += offsets[e];
     const int64_t rows = offsets[E];
     std::vector<int64_t> row_slot(static_cast<size_t>(rows)), slot_row(static_cast<size_t>(slots), -1);
@@ -153,36 +211,46 @@ class CpuBackend final : public BackendImpl {
     for (int64_t e = 0; e < E; ++e)
       for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r) row_expert[r] = e;
 
-    // GEMM1 operand rows (before quantisation), in float: x_t, or w_tk * x_t on input.
-    std::vector<float> x_rows(static_cast<size_t>(rows * K));
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t i = row_slot[r], t = i / topk;
-      const T scale = args.apply_router_weight_on_input ? T(tw[i]) : T(1);
-      for (int64_t k = 0; k < K; ++k) {
-        const T v = T(load_act(args.hidden_states, t * K + k)) * scale;
-        x_rows[r * K + k] = args.apply_router_weight_on_input ? round_to(act_dtype, v) : static_cast<float>(v);
-      }
-    }
-    cpu::OperandQuant q1{&config_, 1.0f, nullptr};
-    if (config_.format == Format::FP8_TENSOR) {
-      if (weights_.w13_input_scale.present()) {
-        q1.tensor_scale = weights_.w13_input_scale.ptr<const float>()[0];
-      } else if (args.apply_router_weight_on_input) {
-        q1.tensor_scale = fp8_tensor_scale(x_rows.data(), rows * K);
-      } else {
-        std::vector<float> all(static_cast<size_t>(M * K));
-        for (int64_t i = 0; i < M * K; ++i) all[i] = load_act(args.hidden_states, i);
-        q1.tensor_scale = fp8_tensor_scale(all.data(), M * K);
-      }
-    }
-    if (weights_.w13_input_scale.present() && config_.format == Format::NVFP4)
-      q1.nvfp4_input_scale = weights_.w13_input_scale.ptr<const float>();
     std::vector<T> a1(static_cast<size_t>(rows * K));
-    cpu::parallel_for(rows, threads_, [&](int64_t r) {
-      cpu::quantize_operand_row<T>(q1, x_rows.data() + r * K, K, row_expert[r], a1.data() + r * K);
-    });
-    x_rows.clear();
-    x_rows.shrink_to_fit();
+    if (prequantized) {
+      // Pre-quantised fp8-block inputs: the operand is q * s exactly (no re-quantisation).
+      const uint8_t* q = job.x.ptr<const uint8_t>();
+      const float* qs = job.x_scale.ptr<const float>();
+      const int64_t groups = (K + kFp8BlockSize - 1) / kFp8BlockSize;
+      cpu::parallel_for(rows, threads_, [&](int64_t r) {
+        const int64_t t = row_slot[r] / topk;
+        for (int64_t k = 0; k < K; ++k)
+          a1[r * K + k] = T(e4m3_to_float(q[t * K + k])) * T(qs[t * groups + k / kFp8BlockSize]);
+      });
+    } else {
+      // GEMM1 operand rows (before quantisation), in float: x_t, or w_tk * x_t on input.
+      std::vector<float> x_rows(static_cast<size_t>(rows * K));
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t i = row_slot[r], t = i / topk;
+        const T scale = job.on_input ? T(weight(i)) : T(1);
+        for (int64_t k = 0; k < K; ++k) {
+          const T v = T(load_act(job.x, t * K + k)) * scale;
+          x_rows[r * K + k] = job.on_input ? round_to(act_dtype, v) : static_cast<float>(v);
+        }
+      }
+      cpu::OperandQuant q1{&config_, 1.0f, nullptr};
+      if (config_.format == Format::FP8_TENSOR) {
+        if (weights_.w13_input_scale.present()) {
+          q1.tensor_scale = weights_.w13_input_scale.ptr<const float>()[0];
+        } else if (job.amax_over_rows) {
+          q1.tensor_scale = fp8_tensor_scale(x_rows.data(), rows * K);
+        } else {
+          std::vector<float> all(static_cast<size_t>(M * K));
+          for (int64_t i = 0; i < M * K; ++i) all[i] = load_act(job.x, i);
+          q1.tensor_scale = fp8_tensor_scale(all.data(), M * K);
+        }
+      }
+      if (weights_.w13_input_scale.present() && config_.format == Format::NVFP4)
+        q1.nvfp4_input_scale = weights_.w13_input_scale.ptr<const float>();
+      cpu::parallel_for(rows, threads_, [&](int64_t r) {
+        cpu::quantize_operand_row<T>(q1, x_rows.data() + r * K, K, row_expert[r], a1.data() + r * K);
+      });
+    }
 
     // Column blocks of the two GEMMs, over the experts that have rows.
     auto make_blocks = [&](int64_t cols, std::vector<int64_t>& be, std::vector<int64_t>& bc) {
@@ -245,10 +313,10 @@ class CpuBackend final : public BackendImpl {
         for (int64_t j = 0; j < topk; ++j) {
           const int64_t r = slot_row[t * topk + j];
           if (r < 0) continue;
-          const T w = args.apply_router_weight_on_input ? T(1) : T(tw[t * topk + j]);
+          const T w = job.on_input ? T(1) : T(weight(t * topk + j));
           acc += w * y[r * K + k];
         }
-        store_act(args.output, t * K + k, static_cast<double>(acc));
+        store_act(job.out, t * K + k, static_cast<double>(acc));
       }
     });
     times.finalize_ms = ms_since(t0);

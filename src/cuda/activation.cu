@@ -27,10 +27,25 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 
 // GEMM1 output element `col` of row r, dequantised, with bias.
 __device__ __forceinline__ float h_value(const ActivationParams& p, int64_t r, int64_t e, int64_t col) {
-  float v = p.h[r * p.R + col];
+  float v = load_as_float(p.h, p.h_dtype, r * p.R + col);
   if (p.dq.kind != Dequant::NONE) v *= dequant_scale(p.dq, r, e, col, p.R);
   if (p.bias) v += p.bias[e * p.R + col];
   return v;
+}
+
+// The gated activations (not RELU2) of a dequantised, biased gate / up pair, before rounding.
+__device__ __forceinline__ float gated(const ActivationParams& p, float g, float u) {
+  switch (p.act) {
+    case Activation::SILU: return silu(g) * u;
+    case Activation::GELU: return gelu_erf(g) * u;
+    case Activation::GELU_TANH: return gelu_tanh(g) * u;
+    default: {  // SWIGLUOAI
+      const float L = p.limit;
+      g = g < L ? g : L;
+      u = u < -L ? -L : (u > L ? L : u);
+      return (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
+    }
+  }
 }
 
 // Activation output n of row r, rounded to the activation dtype.
@@ -50,19 +65,7 @@ __device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r,
       gi = gate_first ? n : p.N + n;
       ui = gate_first ? p.N + n : n;
     }
-    float g = h_value(p, r, e, gi), u = h_value(p, r, e, ui);
-    switch (p.act) {
-      case Activation::SILU: a = silu(g) * u; break;
-      case Activation::GELU: a = gelu_erf(g) * u; break;
-      case Activation::GELU_TANH: a = gelu_tanh(g) * u; break;
-      default: {  // SWIGLUOAI
-        const float L = p.limit;
-        g = g < L ? g : L;
-        u = u < -L ? -L : (u > L ? L : u);
-        a = (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
-        break;
-      }
-    }
+    a = gated(p, h_value(p, r, e, gi), h_value(p, r, e, ui));
   }
   return round_to(p.act_dtype, a);
 }
@@ -136,12 +139,68 @@ __global__ void quantise_staged_kernel(ActivationParams p) {
   for (int64_t n = cr.begin + threadIdx.x; n < cr.end; n += blockDim.x) q[base + n] = quant_tensor(p.staging[base + n], s);
 }
 
+// Vector path (gated activations, gate and up halves not interleaved, NONE or TENSOR_STATIC
+// quantisation, no per-row dequant): one thread per (row, 4 outputs), grid-stride over the rows
+// that exist; 16-byte loads of the gate and up values. Same values and rounding as
+// activation_kernel.
+__global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationParams p) {
+  const int64_t vecs = p.N / 4;
+  const int64_t items = static_cast<int64_t>(load_rows(p.rows)) * vecs;
+  const bool gate_first = p.order == GateUpOrder::GATE_UP;
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  const bool fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
+  const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
+  for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < items;
+       it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = it / vecs, n = (it - r * vecs) * 4;
+    const int64_t gi = gate_first ? n : p.N + n, ui = gate_first ? p.N + n : n;
+    float g[4], u[4];
+    load4_as_float(p.h, p.h_dtype, r * p.R + gi, g);
+    load4_as_float(p.h, p.h_dtype, r * p.R + ui, u);
+    const int64_t e = __ldg(p.row_expert + r);
+    if (p.dq.kind == Dequant::TENSOR) {
+      const float ds = a_tensor * p.dq.w[e];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        g[q] *= ds;
+        u[q] *= ds;
+      }
+    }
+    if (p.bias) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        g[q] += p.bias[e * p.R + gi + q];
+        u[q] += p.bias[e * p.R + ui + q];
+      }
+    }
+    float a[4];
+#pragma unroll
+    for (int q = 0; q < 4; ++q) a[q] = round_to(p.act_dtype, gated(p, g[q], u[q]));
+    const int64_t o = r * p.N + n;
+    if (!fp8) {
+      store4_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, o, a);
+    } else {
+      *reinterpret_cast<uint32_t*>(static_cast<uint8_t*>(p.out) + o) =
+          quant_tensor(a[0], s) | (quant_tensor(a[1], s) << 8) | (quant_tensor(a[2], s) << 16) |
+          (static_cast<uint32_t>(quant_tensor(a[3], s)) << 24);
+    }
+  }
+}
+
 }  // namespace
 
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.N));
     activation_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16)
+                                                : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
+  if (vec_op && p.act != Activation::RELU2 && !p.interleaved && p.dq.kind != Dequant::CHANNEL && p.N % 4 == 0 &&
+      p.R == 2 * p.N && aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
+    activation_vec_kernel<<<vec_grid(max_rows * (p.N / 4)), kVecThreads, 0, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

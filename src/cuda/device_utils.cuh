@@ -177,4 +177,105 @@ inline int whole_row_threads(int64_t rows, int64_t cols) {
   return cols >= 1024 ? 256 : 128;
 }
 
+// ---- vectorised row kernels ----
+// The vector kernels run a bounded grid that strides over (row, 4- or 8-column vector) items,
+// so a launch for the upper bound of rows costs no empty blocks, and each thread moves 8-16
+// bytes per access with its loads batched ahead of the arithmetic.
+constexpr int kVecThreads = 256;
+inline unsigned vec_grid(int64_t items) {
+  constexpr int64_t kMaxBlocks = 2048;  // ~8 blocks per SM on a 132-SM H100/H200, grid-stride beyond
+  const int64_t b = (items + kVecThreads - 1) / kVecThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
+}
+inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
+
+// Loads 4 values of an F32 or BF16 array at elements [i, i + 4) (aligned to 4 elements), through
+// the read-only cache.
+__device__ __forceinline__ void load4_as_float(const void* p, DType d, int64_t i, float (&v)[4]) {
+  if (d == DType::BF16) {
+    const uint2 u = __ldg(reinterpret_cast<const uint2*>(static_cast<const __nv_bfloat16*>(p) + i));
+    v[0] = __uint_as_float(u.x << 16);
+    v[1] = __uint_as_float(u.x & 0xffff0000u);
+    v[2] = __uint_as_float(u.y << 16);
+    v[3] = __uint_as_float(u.y & 0xffff0000u);
+  } else {
+    const float4 f = __ldg(reinterpret_cast<const float4*>(static_cast<const float*>(p) + i));
+    v[0] = f.x;
+    v[1] = f.y;
+    v[2] = f.z;
+    v[3] = f.w;
+  }
+}
+
+// Stores 4 values (rounded as store_from_float) at elements [i, i + 4) (i a multiple of 4, the
+// pointer aligned to 4 elements).
+__device__ __forceinline__ void store4_from_float(void* p, DType d, int64_t i, const float (&v)[4]) {
+  switch (d) {
+    case DType::BF16: {
+      __nv_bfloat162 a = __floats2bfloat162_rn(v[0], v[1]), b = __floats2bfloat162_rn(v[2], v[3]);
+      uint2 u;
+      u.x = *reinterpret_cast<uint32_t*>(&a);
+      u.y = *reinterpret_cast<uint32_t*>(&b);
+      *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p) + i) = u;
+      break;
+    }
+    case DType::F16: {
+      __half2 a = __floats2half2_rn(v[0], v[1]), b = __floats2half2_rn(v[2], v[3]);
+      uint2 u;
+      u.x = *reinterpret_cast<uint32_t*>(&a);
+      u.y = *reinterpret_cast<uint32_t*>(&b);
+      *reinterpret_cast<uint2*>(static_cast<__half*>(p) + i) = u;
+      break;
+    }
+    default: *reinterpret_cast<float4*>(static_cast<float*>(p) + i) = make_float4(v[0], v[1], v[2], v[3]); break;
+  }
+}
+
+// Loads 8 values of a BF16 / F16 / F32 array at elements [i, i + 8) (aligned to 8 elements).
+__device__ __forceinline__ void load8_as_float(const void* p, DType d, int64_t i, float (&v)[8]) {
+  if (d == DType::F32) {
+    const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);
+    const float4 b = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i + 4);
+    v[0] = a.x; v[1] = a.y; v[2] = a.z; v[3] = a.w; v[4] = b.x; v[5] = b.y; v[6] = b.z; v[7] = b.w;
+    return;
+  }
+  const uint4 u = *reinterpret_cast<const uint4*>(static_cast<const char*>(p) + i * 2);
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (d == DType::BF16) {
+      v[2 * j] = __uint_as_float(w[j] << 16);
+      v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+    } else {
+      __half2 h = *reinterpret_cast<const __half2*>(&w[j]);
+      const float2 f = __half22float2(h);
+      v[2 * j] = f.x;
+      v[2 * j + 1] = f.y;
+    }
+  }
+}
+
+// Stores 8 operand values at elements [i, i + 8) of a BF16 / FP16 operand (16 bytes), as
+// store_operand.
+__device__ __forceinline__ void store8_operand16(void* p, Operand op, int64_t i, const float (&v)[8]) {
+  uint32_t w[4];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    if (op == Operand::BF16) {
+      __nv_bfloat162 h = __floats2bfloat162_rn(v[2 * j], v[2 * j + 1]);
+      w[j] = *reinterpret_cast<uint32_t*>(&h);
+    } else {
+      __half2 h = __floats2half2_rn(v[2 * j], v[2 * j + 1]);
+      w[j] = *reinterpret_cast<uint32_t*>(&h);
+    }
+  }
+  *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = make_uint4(w[0], w[1], w[2], w[3]);
+}
+
+// Packs 4 e4m3 codes (little-endian: code 0 in the low byte).
+__device__ __forceinline__ uint32_t pack4_e4m3(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
+  return static_cast<uint32_t>(a) | (static_cast<uint32_t>(b) << 8) | (static_cast<uint32_t>(c) << 16) |
+         (static_cast<uint32_t>(d) << 24);
+}
+
 }  // namespace fusedmoe::cuda

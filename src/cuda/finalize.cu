@@ -40,7 +40,7 @@ __global__ void finalize_kernel(FinalizeParams p) {
         const int32_t r = rows_s[k];
         if (r < 0) continue;
         const int64_t e = experts_s[k];
-        float y = p.y[static_cast<int64_t>(r) * p.K + c];
+        float y = load_as_float(p.y, p.y_dtype, static_cast<int64_t>(r) * p.K + c);
         if (p.dq.kind == Dequant::TENSOR) y *= ascale_s[k] * p.dq.w[e];
         if (p.dq.kind == Dequant::CHANNEL) y *= ascale_s[k] * p.dq.w[e * p.K + c];
         if (p.bias) y += p.bias[e * p.K + c];
@@ -51,11 +51,62 @@ __global__ void finalize_kernel(FinalizeParams p) {
   }
 }
 
+// Vector path: one thread per (token, 4 columns), grid-stride. The slots of a token are taken
+// 8 at a time: their rows, then all their y loads (16 bytes each), then the sum in slot order,
+// so a thread has up to 8 loads in flight instead of one (the scalar kernel above is bound by
+// the latency of its one-at-a-time loads). Same operations in the same order as finalize_kernel.
+constexpr int kSlotBatch = 8;
+__global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
+  const int64_t vecs = p.K / 4;
+  const int64_t items = p.M * vecs;
+  const int topk = static_cast<int>(p.topk);
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < items;
+       it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = it / vecs, c = (it - t * vecs) * 4;
+    const int64_t i0 = t * p.topk;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int k0 = 0; k0 < topk; k0 += kSlotBatch) {
+      int32_t r[kSlotBatch];
+      float y[kSlotBatch][4];
+#pragma unroll
+      for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? __ldg(p.slot_row + i0 + k0 + j) : -1;
+#pragma unroll
+      for (int j = 0; j < kSlotBatch; ++j)
+        if (r[j] >= 0) load4_as_float(p.y, p.y_dtype, static_cast<int64_t>(r[j]) * p.K + c, y[j]);
+#pragma unroll
+      for (int j = 0; j < kSlotBatch; ++j) {
+        if (r[j] < 0) continue;
+        const int64_t e = __ldg(p.row_expert + r[j]);
+        const float w = p.on_input ? 1.0f : __ldg(p.topk_weights + i0 + k0 + j);
+        float a = 1.0f;
+        if (p.dq.kind == Dequant::TENSOR) a = a_tensor;
+        if (p.dq.kind == Dequant::CHANNEL) a = __ldg(p.dq.a_row + r[j]);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          float yv = y[j][q];
+          if (p.dq.kind == Dequant::TENSOR) yv *= a * p.dq.w[e];
+          if (p.dq.kind == Dequant::CHANNEL) yv *= a * p.dq.w[e * p.K + c + q];
+          if (p.bias) yv += p.bias[e * p.K + c + q];
+          acc[q] += w * yv;
+        }
+      }
+    }
+    store4_from_float(p.out, p.out_dtype, t * p.K + c, acc);
+  }
+}
+
 }  // namespace
 
 bool finalize_supports_topk(int64_t topk) { return topk <= kMaxTopkInSmem; }
 
 void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
+  const size_t out_bytes = p.out_dtype == DType::F32 ? 4 : 2;
+  if (p.K % 4 == 0 && aligned_to(p.y, 16) && aligned_to(p.out, 4 * out_bytes)) {
+    finalize_vec_kernel<<<vec_grid(p.M * (p.K / 4)), kVecThreads, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   const int threads = p.K >= 2048 ? 256 : 128;
   const int64_t blocks = p.M < 65535 ? p.M : 65535;
   const dim3 grid(static_cast<unsigned>(blocks), column_blocks(p.K));

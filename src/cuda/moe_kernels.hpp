@@ -99,7 +99,8 @@ struct Dequant {
 };
 
 struct ActivationParams {
-  const float* h = nullptr;  // GEMM1 output [rows, R] fp32, unscaled
+  const void* h = nullptr;  // GEMM1 output [rows, R], unscaled: fp32, or bf16 (h_dtype)
+  DType h_dtype = DType::F32;
   int64_t R = 0, N = 0;
   const int32_t* row_expert = nullptr;
   const int32_t* rows = nullptr;  // device row count
@@ -123,7 +124,8 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
 
 // ---------------------------------------------------------------- finalize.cu
 struct FinalizeParams {
-  const float* y = nullptr;  // GEMM2 output [rows, K] fp32, unscaled
+  const void* y = nullptr;  // GEMM2 output [rows, K], unscaled: fp32, or bf16 (y_dtype)
+  DType y_dtype = DType::F32;
   int64_t M = 0, K = 0, topk = 1;
   const int32_t* slot_row = nullptr;
   const int32_t* row_expert = nullptr;

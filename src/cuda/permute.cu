@@ -252,6 +252,37 @@ __global__ void gather_block_kernel(GatherParams p) {
   quantise_block_group(p.block, r, g, p.K, q, [&](int64_t k) { return gemm1_value(p, t, w, k); });
 }
 
+// Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
+// over the rows that exist (the device count), 16-byte loads of x, 16-byte (bf16 / fp16) or
+// 8-byte (e4m3) stores. Values and rounding as gather_kernel.
+__global__ void __launch_bounds__(kVecThreads) gather_vec_kernel(GatherParams p) {
+  const int64_t vecs = p.K / 8;
+  const int64_t items = static_cast<int64_t>(load_rows(p.rows)) * vecs;
+  const bool fp8 = p.quant != Fp8Quant::NONE;
+  const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
+  for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < items;
+       it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t r = it / vecs, k = (it - r * vecs) * 8;
+    const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
+    float v[8];
+    load8_as_float(p.x, p.x_dtype, t * p.K + k, v);
+    if (p.on_input) {
+      const float w = __ldg(p.topk_weights + i);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
+    }
+    if (!fp8) {
+      store8_operand16(p.out, p.op, r * p.K + k, v);
+    } else {
+      uint8_t q[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
+      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.out) + r * p.K + k) =
+          make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+    }
+  }
+}
+
 int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
 
 }  // namespace
@@ -293,6 +324,14 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.K));
     gather_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  const bool vec_quant = p.quant == Fp8Quant::NONE || p.quant == Fp8Quant::TENSOR_STATIC ||
+                         p.quant == Fp8Quant::TENSOR_DYNAMIC;
+  const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16) : p.op == Operand::FP8;
+  if (vec_quant && vec_op && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16)) {
+    gather_vec_kernel<<<vec_grid(max_rows * (p.K / 8)), kVecThreads, 0, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -6,7 +6,8 @@
 //
 // Layouts (all row-major in memory): activations [rows, k] and one expert's weights [n, k],
 // both K-major: the TN layout wgmma wants for every operand type, fp8 included, so the weights
-// need no preparation. D = [rows, n] fp32.
+// need no preparation. D = [rows, n] fp32, or bf16 (ElementD) when the next stage takes bf16
+// intermediates (GroupedGemmArgs::d_bf16).
 //   SwapAB = false: CUTLASS A = activations (RowMajor), B = weights ("ColumnMajor"), D RowMajor;
 //                   per group (M, N, K) = (rows, n, k). For many rows per expert.
 //   SwapAB = true:  computes D^T = W x X^T: A = weights (RowMajor), B = activations
@@ -47,14 +48,14 @@ struct TileConfig {
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
-template <class Element, class Config, bool SwapAB>
+template <class Element, class Config, bool SwapAB, class ElementD_ = float>
 struct GroupedGemm {
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::ColumnMajor;
   using LayoutD = cute::conditional_t<SwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
-  using ElementD = float;
+  using ElementD = ElementD_;
   static constexpr int kAlignAB = 128 / cutlass::sizeof_bits<Element>::value;  // 16-byte TMA rows
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
   using TileShape = typename Config::TileShape;
@@ -152,10 +153,10 @@ struct GroupedGemm {
   static void run(const GroupedGemmArgs& g, cudaStream_t stream);
 };
 
-template <bool SwapAB, class Element, class StrideA, class StrideB, class StrideD, class Shape3>
+template <bool SwapAB, class Element, class ElementD, class StrideA, class StrideB, class StrideD, class Shape3>
 __global__ void setup_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
-                                    const Element* b, float* d, Shape3* problems, const Element** ptr_a,
-                                    const Element** ptr_b, float** ptr_d, StrideA* stride_a, StrideB* stride_b,
+                                    const Element* b, ElementD* d, Shape3* problems, const Element** ptr_a,
+                                    const Element** ptr_b, ElementD** ptr_d, StrideA* stride_a, StrideB* stride_b,
                                     StrideD* stride_d) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
@@ -186,14 +187,14 @@ inline void check_cutlass(cutlass::Status s, const char* what) {
     throw Error(std::string("CUTLASS grouped GEMM: ") + what + " failed: " + cutlass::cutlassGetStatusString(s));
 }
 
-template <class Element, class Config, bool SwapAB>
-void GroupedGemm<Element, Config, SwapAB>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class Element, class Config, bool SwapAB, class ElementD_>
+void GroupedGemm<Element, Config, SwapAB, ElementD_>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
-  setup_groups_kernel<SwapAB, Element, StrideA, StrideB, StrideD, Shape3><<<blocks, 128, 0, stream>>>(
+  setup_groups_kernel<SwapAB, Element, ElementD, StrideA, StrideB, StrideD, Shape3><<<blocks, 128, 0, stream>>>(
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
-      static_cast<const Element*>(g.b), g.d, arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d, arr.stride_a,
+      static_cast<const Element*>(g.b), reinterpret_cast<ElementD*>(g.d), arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d, arr.stride_a,
       arr.stride_b, arr.stride_d);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
   const auto args = arguments(arr, g.groups, g.device, g.sm_count);

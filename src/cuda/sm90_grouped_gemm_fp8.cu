@@ -22,15 +22,26 @@ using SmallConfig = sm90::TileConfig<Shape<_128, _64, _128>, Shape<_1, _1, _1>,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false>;
 using SmallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*SwapAB=*/true>;
+// bf16 D (GroupedGemmArgs::d_bf16): the same kernels with a bf16 epilogue store.
+using LargeGemm16 = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false, cutlass::bfloat16_t>;
+using SmallGemm16 = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*SwapAB=*/true, cutlass::bfloat16_t>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count) {
-  return std::max(LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count));
+  return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
+                   LargeGemm16::workspace_bytes(groups, sm_count), SmallGemm16::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream) {
-  if (sm90_use_small_config(args)) SmallGemm::run(args, stream);
-  else LargeGemm::run(args, stream);
+  const bool small = sm90_use_small_config(args);
+  if (args.d_bf16) {
+    if (small) SmallGemm16::run(args, stream);
+    else LargeGemm16::run(args, stream);
+  } else if (small) {
+    SmallGemm::run(args, stream);
+  } else {
+    LargeGemm::run(args, stream);
+  }
 }
 
 }  // namespace fusedmoe::cuda
