@@ -73,9 +73,14 @@ def test_formats_against_torch_reference_and_cpu_backend(fmt, act_dtype, act):
     scale = ref.abs().max().item()
     tol = {"fp32": 1e-3, "fp16": 1e-2, "bf16": 2e-2}.get(fmt, 0.1 if act_dtype != "nvfp4" else 0.3)
     assert (out.float() - ref).abs().max().item() <= tol * scale
-    # The CPU backend (the oracle's sibling) on the same data: the same numerics up to accumulation order.
+    # The CPU backend (the oracle's sibling) on the same data: the same numerics up to accumulation
+    # order, measured like the C++ suites (relative Frobenius). Not max-abs: with fp8 activations a
+    # different fp32 accumulation order can move an activation to the neighbouring e4m3 code, and
+    # relu2's squares make single elements move by several percent (seen: relu2 fp8-channel, H200,
+    # 2026-11-21: max-abs 3% of the scale, while the GPU met the float reference above).
     cpu = fusedmoe.MoELayer(cfg, to_torch(w, cfg, "cpu"))(x.cpu(), ids.cpu(), tw.cpu())
-    assert (out.cpu().float() - cpu.float()).abs().max().item() <= max(0.02, tol / 4) * scale
+    diff = (out.cpu().double() - cpu.double()).norm().item() / cpu.double().norm().item()
+    assert diff <= {"fp32": 1e-5, "fp16": 5e-3, "bf16": 1e-2}.get(fmt, 3e-2 if act_dtype != "nvfp4" else 1e-1), diff
 
 
 def test_expert_map_and_router_weight_on_input():
