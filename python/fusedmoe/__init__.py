@@ -4,12 +4,15 @@ GEMM2, weighted un-permute) in every weight format, on the CPU and on NVIDIA Hop
 Tensors are any DLPack arrays (PyTorch, CuPy, JAX, NumPy), used in place on their own device and
 CUDA stream. Main entry points:
 
-* :class:`MoELayer` / :func:`fused_moe`: the layer (any format, CPU or CUDA backend).
+* :class:`MoELayer` / :func:`fused_moe`: the layer (any format, CPU or CUDA backend); also
+  pre-quantised fp8-block inputs (``hidden_states_scale=``), the batched / masked layout
+  (:meth:`MoELayer.run_masked`) and :meth:`MoELayer.warmup`.
 * :func:`route`: softmax / sigmoid / grouped top-k routing.
 * quantisers (:func:`quantize_fp8_per_token_group`, :func:`quantize_nvfp4`, ...), the 128x4
   scale swizzle, :func:`quantize_layer` / :func:`dequantize_layer`, layer files.
 * :mod:`fusedmoe.seeds`: drop-ins for vLLM's and FlashInfer's fused-MoE functions.
-* :mod:`fusedmoe.vllm_experts`: an experts class for vLLM's modular kernel interface.
+* :mod:`fusedmoe.vllm_experts`: experts classes for vLLM's modular kernel interface (standard
+  and batched layouts).
 * :mod:`fusedmoe.torch_ops`: the ``torch.ops.fusedmoe.fused_moe`` custom op (torch.compile,
   CUDA graphs); registered on import when PyTorch is installed.
 

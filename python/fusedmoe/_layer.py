@@ -182,9 +182,20 @@ class MoELayer:
         """Bytes of device workspace a run of up to ``max_tokens`` tokens needs (0 on the CPU)."""
         return int(self._core.workspace_size(int(max_tokens), int(topk)))
 
+    def masked_workspace_size(self, max_tokens_per_expert: int) -> int:
+        """Bytes of device workspace :meth:`run_masked` needs for ``T = max_tokens_per_expert`` rows
+        per expert (0 on the CPU)."""
+        return int(self._core.masked_workspace_size(int(max_tokens_per_expert)))
+
     def can_implement(self, num_tokens: int, topk: int, num_global_experts: Optional[int] = None) -> Support:
         """Whether the backend can run this problem, and why not (never runs anything)."""
         ok, reason = self._core.can_implement(int(num_tokens), int(topk), int(num_global_experts or 0))
+        return Support(bool(ok), reason)
+
+    def can_implement_masked(self, max_tokens_per_expert: int, prequantized: bool = False) -> Support:
+        """Whether the backend can run :meth:`run_masked` with ``T`` rows per expert (``prequantized``:
+        F8_E4M3 codes with scales), and why not (never runs anything)."""
+        ok, reason = self._core.can_implement_masked(int(max_tokens_per_expert), bool(prequantized))
         return Support(bool(ok), reason)
 
     # ---- running ----
@@ -199,26 +210,42 @@ class MoELayer:
         output: Any = None,
         workspace: Any = None,
         stream: Optional[int] = None,
+        hidden_states_scale: Any = None,
+        out_dtype: Optional[Any] = None,
     ) -> Any:
         """Runs the layer: ``out[t] = sum_k topk_weights[t,k] * expert(topk_ids[t,k])(x[t])``.
 
         Args:
-            hidden_states: [M, K] float32 / float16 / bfloat16 (the output has the same dtype).
+            hidden_states: [M, K] float32 / float16 / bfloat16 (the output has the same dtype); or,
+                with format ``fp8-block`` only, F8_E4M3 codes already quantised per token and group
+                of 128 along K (as DeepGEMM takes them: torch ``float8_e4m3fn``, ml_dtypes
+                ``float8_e4m3fn``, ``as_dtype(a, "fp8")``, or raw ``uint8`` codes) together with
+                ``hidden_states_scale``.
             topk_ids: [M, topk] int32 (int64 is converted); ids outside [0, E_global) select nothing.
             topk_weights: [M, topk] float32 (bf16 / fp16 are converted).
             expert_map: optional [E_global] int32: global expert id -> local id or -1.
-            apply_router_weight_on_input: scale x by the router weight before GEMM1 (any topk).
+            apply_router_weight_on_input: scale x by the router weight before GEMM1 (any topk; not
+                with pre-quantised inputs).
             output: optional [M, K] array to write (else a new array of the input's framework).
             workspace: optional device workspace of at least ``workspace_size(M, topk)`` bytes
                 (else allocated with the input's framework, e.g. ``torch.empty`` on its device).
             stream: CUDA stream handle (else the framework's current stream: torch and CuPy;
                 0, the legacy default stream, for others). Never synchronised.
+            hidden_states_scale: pre-quantised inputs only: float32 [M, ceil(K/128)] row-major,
+                contiguous (``quantize_fp8_per_token_group``'s layout; DeepGEMM's column-major,
+                TMA-aligned scales must be transposed first). The GEMM1 operand is
+                ``e4m3(q[t, k]) * s[t, k // 128]``, never re-quantised (docs/NUMERICS.md).
+            out_dtype: the output dtype when ``output`` is not given (``bf16``, ``fp16``, ``fp32``
+                or a framework dtype). Required with pre-quantised inputs, where it is also the
+                activation dtype (``bf16`` is what DeepGEMM / vLLM use); otherwise it must be the
+                dtype of ``hidden_states``.
 
         Returns:
             ``output``.
         """
         return self._run(hidden_states, topk_ids, topk_weights, expert_map, apply_router_weight_on_input,
-                         output, workspace, stream, timed=False)[0]
+                         output, workspace, stream, timed=False, x_scale=hidden_states_scale,
+                         out_dtype=out_dtype)[0]
 
     run = __call__
 
@@ -227,22 +254,26 @@ class MoELayer:
         Synchronises the stream (not graph-capturable)."""
         return self._run(hidden_states, topk_ids, topk_weights, kwargs.pop("expert_map", None),
                          kwargs.pop("apply_router_weight_on_input", False), kwargs.pop("output", None),
-                         kwargs.pop("workspace", None), kwargs.pop("stream", None), timed=True, extra=kwargs)
+                         kwargs.pop("workspace", None), kwargs.pop("stream", None), timed=True,
+                         x_scale=kwargs.pop("hidden_states_scale", None), out_dtype=kwargs.pop("out_dtype", None),
+                         extra=kwargs)
 
-    def _run(self, x, ids, w, expert_map, on_input, output, workspace, stream, timed, extra=None):
+    def _run(self, x, ids, w, expert_map, on_input, output, workspace, stream, timed, x_scale=None, out_dtype=None,
+             extra=None):
         if extra:
             raise TypeError("unexpected keyword argument %r" % next(iter(extra)))
         for arg, name in ((x, "hidden_states"), (ids, "topk_ids"), (w, "topk_weights")):
             _arrays.require_array(arg, name)
+        x = _fp8_codes(x, x_scale)
         ids = _arrays.as_int32_ids(ids)
         w = _arrays.as_f32_weights(w)
         xshape = _arrays.shape(x)
         if output is None:
-            xdt = _arrays.dtype_name(x)
-            if xdt not in ("F32", "F16", "BF16") or len(xshape) != 2:
-                raise invalid_argument("hidden_states", "a [M, K] float32, float16 or bfloat16 array",
-                                       "%s of shape %s" % (xdt or getattr(x, "dtype", type(x).__name__), list(xshape)))
-            output = _arrays.empty(x, xshape, xdt)
+            if len(xshape) != 2:
+                raise invalid_argument("hidden_states", "a [M, K] array", "shape %s" % list(xshape))
+            output = _arrays.empty(x, xshape, _output_dtype(x, out_dtype))
+        elif out_dtype is not None:
+            _check_out_dtype(output, out_dtype)
         is_cuda = self._core.backend == "cuda"
         if is_cuda and _arrays.device(x) == self.device:
             # (hidden_states elsewhere: no workspace "like" them, the core refuses the call.)
@@ -257,22 +288,136 @@ class MoELayer:
         res = self._core.run(
             _arrays.core_arg(x, raw), _arrays.core_arg(ids, raw), _arrays.core_arg(w, raw),
             _arrays.core_arg(output, raw), _arrays.core_arg(expert_map, raw), bool(on_input),
-            _arrays.core_arg(workspace, raw), stream, timed)
+            _arrays.core_arg(workspace, raw), stream, timed, _arrays.core_arg(x_scale, raw))
         return output, res
 
-    def warmup(self, max_tokens: int, topk: int, dtype: Optional[str] = None, stream: Optional[int] = None) -> None:
-        """Runs the layer once on zeros of ``max_tokens`` tokens (every expert selected), so that
-        lazy initialisation happens before timing or CUDA-graph capture. Arrays are allocated
-        with the weights' framework and device; ``dtype`` of the hidden states defaults to the
-        weight dtype for fp16 / fp32 layers and bf16 otherwise."""
-        if dtype is None:
-            dtype = {"fp16": "F16", "fp32": "F32"}.get(self._config.format, "BF16")
-        m, k = int(max_tokens), int(topk)
-        ref = self._ref
-        x = _arrays.zeros(ref, (m, self.hidden), dtype)
-        ids = _arrays.reshape(_arrays.arange_mod(ref, m * k, self.num_experts), (m, k))
-        w = _arrays.full(ref, (m, k), 1.0 / k)
-        self(x, ids, w, stream=stream)
+    def run_masked(
+        self,
+        hidden_states: Any,
+        expert_num_tokens: Any,
+        output: Any = None,
+        hidden_states_scale: Any = None,
+        workspace: Any = None,
+        stream: Optional[int] = None,
+        *,
+        out_dtype: Optional[Any] = None,
+    ) -> Any:
+        """Runs the batched ("masked") expert-parallel layout (vLLM's CutlassBatchedExpertsFp8,
+        DeepGEMM's masked grouped GEMM): rows already grouped by local expert.
+
+        ``output[e, t] = W2[e] act(W1[e] hidden_states[e, t] + b1[e]) + b2[e]`` for
+        ``t < expert_num_tokens[e]`` (no routing weight: the caller combines); rows past the count
+        are written with zeros and never read. Numerically the contiguous layer over the valid rows
+        with top-1 routing and weight 1, bit for bit (docs/NUMERICS.md). On CUDA the counts stay on
+        the device (no host sync, graph capturable).
+
+        Args:
+            hidden_states: [E, T, K] float32 / float16 / bfloat16, or (``fp8-block`` only) F8_E4M3
+                codes with ``hidden_states_scale``; E = the layer's (local) experts.
+            expert_num_tokens: [E] int32 (int64 is converted) valid rows per expert, on the layer's
+                device; clamped to [0, T].
+            output: optional [E, T, K] array (else a new one of the input's framework): the dtype of
+                ``hidden_states``, or float32 / float16 / bfloat16 with pre-quantised inputs.
+            hidden_states_scale: pre-quantised inputs: float32 [E, T, ceil(K/128)] row-major.
+            workspace: optional device workspace of ``masked_workspace_size(T)`` bytes (else
+                allocated with the input's framework).
+            stream: CUDA stream handle (else the framework's current stream).
+            out_dtype: as in :meth:`__call__` (required with pre-quantised inputs and no ``output``).
+
+        Returns:
+            ``output``.
+        """
+        for arg, name in ((hidden_states, "hidden_states"), (expert_num_tokens, "expert_num_tokens")):
+            _arrays.require_array(arg, name)
+        x = _fp8_codes(hidden_states, hidden_states_scale)
+        counts = _arrays.as_int32_ids(expert_num_tokens)
+        xshape = _arrays.shape(x)
+        if output is None:
+            if len(xshape) != 3:
+                raise invalid_argument("hidden_states", "an [E, T, K] array", "shape %s" % list(xshape))
+            output = _arrays.empty(x, xshape, _output_dtype(x, out_dtype))
+        elif out_dtype is not None:
+            _check_out_dtype(output, out_dtype)
+        if self._core.backend == "cuda" and _arrays.device(x) == self.device:
+            if workspace is None and len(xshape) == 3:
+                need = self.masked_workspace_size(xshape[1])
+                if need > 0:
+                    workspace = _arrays.empty(x, (need,), "U8")
+            if stream is None:
+                stream = _arrays.current_stream(x)
+        raw = _arrays.framework(x) == "torch"
+        self._core.run_masked(_arrays.core_arg(x, raw), _arrays.core_arg(counts, raw), _arrays.core_arg(output, raw),
+                              _arrays.core_arg(hidden_states_scale, raw), _arrays.core_arg(workspace, raw), stream)
+        return output
+
+    def warmup(self, max_tokens: int, topk: int, stream: Optional[int] = None) -> None:
+        """Prepares everything :meth:`__call__` and :meth:`run_masked` use for 1..``max_tokens``
+        tokens with this ``topk`` (C++ ``Layer::warmup``), so the first real call has no extra
+        latency: on CUDA it runs the layer on zero-filled scratch inputs for 1, 2, 4, ... and
+        ``max_tokens`` tokens (plain, pre-quantised for fp8-block, and masked), which loads every
+        kernel module and tile config the range selects. It allocates and frees scratch device
+        memory and synchronises ``stream`` (default: the framework's current stream of the
+        weights' device): call it outside CUDA-graph capture, e.g. right after building the layer.
+        CPU backend: a no-op (after checking the arguments).
+
+        Raises:
+            InvalidArgument: ``max_tokens < 0`` or ``topk < 1``.
+            Unsupported: the backend cannot run ``max_tokens`` tokens with this ``topk``.
+        """
+        if stream is None and self._core.backend == "cuda":
+            stream = _arrays.current_stream(self._ref)
+        self._core.warmup(int(max_tokens), int(topk), stream)
+
+
+def _fp8_codes(x: Any, x_scale: Any) -> Any:
+    """With scales, raw uint8 hidden states are F8_E4M3 codes (NumPy has no float8 dtype)."""
+    if x_scale is not None and not isinstance(x, _arrays.Typed) and _arrays.dtype_name(x) == "U8":
+        return _arrays.Typed(x, "F8_E4M3")
+    return x
+
+
+def _dtype_arg(dtype: Any) -> Optional[str]:
+    """A fusedmoe dtype name from a name or a framework dtype (torch / NumPy / ml_dtypes)."""
+    if dtype is None:
+        return None
+    if isinstance(dtype, str):
+        name = dtype
+    elif isinstance(dtype, type):  # np.float32, ml_dtypes.bfloat16
+        name = dtype.__name__
+    else:
+        name = str(getattr(dtype, "name", None) or dtype).replace("torch.", "")
+    try:
+        return _arrays._canonical_dtype(name)
+    except ValueError:
+        raise invalid_argument("out_dtype", "bf16, fp16 or fp32 (a name or a framework dtype)", repr(dtype)) from None
+
+
+def _output_dtype(x: Any, out_dtype: Any) -> str:
+    """The dtype of a new output for hidden states ``x`` (checks ``out_dtype``)."""
+    xdt = _arrays.dtype_name(x)
+    want = _dtype_arg(out_dtype)
+    if xdt == "F8_E4M3":
+        if want is None:
+            raise invalid_argument("out_dtype", "the output (and activation) dtype, bf16, fp16 or fp32, with "
+                                   "pre-quantised F8_E4M3 hidden_states (or pass output=)", "None")
+        if want not in ("F32", "F16", "BF16"):
+            raise invalid_argument("out_dtype", "bf16, fp16 or fp32", want)
+        return want
+    if xdt not in ("F32", "F16", "BF16"):
+        raise invalid_argument("hidden_states", "a float32, float16 or bfloat16 array (or F8_E4M3 codes with "
+                               "hidden_states_scale, format fp8-block)",
+                               xdt or str(getattr(x, "dtype", type(x).__name__)))
+    if want is not None and want != xdt:
+        raise invalid_argument("out_dtype", "%s (the dtype of hidden_states; only pre-quantised F8_E4M3 inputs "
+                               "take another output dtype)" % xdt, want)
+    return xdt
+
+
+def _check_out_dtype(output: Any, out_dtype: Any) -> None:
+    want = _dtype_arg(out_dtype)
+    have = _arrays.dtype_name(output)
+    if have is not None and want != have:
+        raise invalid_argument("out_dtype", "the dtype of output (%s) when both are given" % have, want)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -370,12 +515,16 @@ def fused_moe(
     backend: str = "auto",
     cpu_threads: int = 0,
     cpu_precision: str = "fast",
+    hidden_states_scale: Any = None,
+    out_dtype: Optional[Any] = None,
 ) -> Any:
     """The whole MoE expert layer in one call (functional form of :class:`MoELayer`).
 
     ``out[t] = sum_k topk_weights[t,k] * W2[e] act(W1[e] x[t] + b1[e]) + b2[e]`` with
     ``e = topk_ids[t,k]``, in any format; arguments as in :class:`MoELayer` and :class:`LayerConfig`.
     ``format`` may be left out for unquantised weights (taken from the weight dtype).
+    Pre-quantised ``fp8-block`` inputs: F8_E4M3 ``hidden_states`` with ``hidden_states_scale``
+    [M, ceil(K/128)] and ``out_dtype`` (or ``output``), as in :meth:`MoELayer.__call__`.
 
     Cost: a layer is validated and prepared once per weight set, then cached (keyed by the
     weights' data pointers, shapes, strides and dtypes, holding references to them): repeated
@@ -397,4 +546,4 @@ def fused_moe(
     layer = cached_layer(cfg, weights, backend, cpu_threads, cpu_precision)
     return layer(hidden_states, topk_ids, topk_weights, expert_map=expert_map,
                  apply_router_weight_on_input=apply_router_weight_on_input, output=output, workspace=workspace,
-                 stream=stream)
+                 stream=stream, hidden_states_scale=hidden_states_scale, out_dtype=out_dtype)

@@ -776,6 +776,8 @@ def deep_gemm_moe_fp8(
     apply_router_weight_on_input: bool = False,
     *,
     use_ue8m0: bool = False,
+    hidden_states_scale: Any = None,
+    out_dtype: Any = None,
     stream: Optional[int] = None,
 ) -> Any:
     """vLLM's ``deep_gemm_moe_fp8`` on fusedmoe: FP8 weights in 128x128 blocks, FP8 activations in
@@ -785,19 +787,59 @@ def deep_gemm_moe_fp8(
     [E, ceil(2N/128), ceil(K/128)] float32; ``w2`` [E, K, N], ``w2_scale`` [E, ceil(K/128), ceil(N/128)].
     gate/up order [gate; up].
 
+    ``hidden_states`` [M, K] bf16 (as vLLM's function takes it; fusedmoe quantises it per token
+    and group of 128 exactly as vLLM's ``per_token_group_quant_fp8`` does), or already quantised
+    as DeepGEMM takes its activations (what vLLM's ``DeepGemmExperts.apply`` receives from the
+    prepare step): float8_e4m3fn codes [M, K] with their 1x128 group scales float32
+    [M, ceil(K/128)] in ``hidden_states_scale`` (keyword, fusedmoe's) or in ``a1_scale``. Those
+    are used as given, never quantised again (bitwise the result of passing the bf16 input they
+    were quantised from, docs/NUMERICS.md).
+
     Differences:
         * DeepGEMM's alignment limits (M >= 128, N and K multiples of 128, N > 512) do not apply.
         * ``use_ue8m0`` (keyword, fusedmoe's): activation scales rounded up to powers of two (DeepGEMM
-          on Blackwell); default fp32 scales (Hopper).
-        * Static activation scales (``a1_scale`` / ``a2_scale``) are not a fusedmoe format with
-          block-scaled weights: :class:`fusedmoe.Unsupported`.
+          on Blackwell); default fp32 scales (Hopper). Given (pre-quantised) scales are not rounded.
+        * Pre-quantised inputs are a fusedmoe extension (vLLM's function quantises bf16 inputs
+          itself): scales row-major [M, ceil(K/128)] (a strided view, e.g. DeepGEMM's column-major
+          TMA-aligned scales viewed as [M, K/128], is copied contiguous here); the output dtype is
+          ``out_dtype`` (keyword, fusedmoe's; default bf16, what DeepGEMM writes), which is also the
+          activation dtype; ``inplace`` is refused (an fp8 buffer cannot hold the output) and so is
+          ``apply_router_weight_on_input``.
+        * Static activation scales (``a1_scale`` / ``a2_scale`` as vLLM documents them: scalar or
+          [M], quantising unquantised inputs) are not a fusedmoe format with block-scaled weights:
+          :class:`fusedmoe.Unsupported`. ``a1_scale`` is only read as the group scales of fp8 inputs.
         * ``inplace=True`` computes into a new buffer, then copies into ``hidden_states``.
         * ``w1_scale`` of shape [E] or [E, 2N] (per-tensor / per-channel, as the seed's docstring
-          also allows) runs ``fp8-tensor`` / ``fp8-channel`` with dynamic activation scales.
+          also allows) runs ``fp8-tensor`` / ``fp8-channel`` with dynamic activation scales (unquantised
+          inputs only).
     """
-    if a1_scale is not None or a2_scale is not None:
+    x_dtype = _arrays.dtype_name(hidden_states)
+    prequantized = x_dtype == "F8_E4M3" or (x_dtype == "U8" and (hidden_states_scale is not None or a1_scale is not None))
+    if prequantized:
+        if hidden_states_scale is not None and a1_scale is not None:
+            raise invalid_argument("a1_scale", "None when hidden_states_scale is given (both name the input's group "
+                                   "scales)", "a tensor")
+        hidden_states_scale = hidden_states_scale if hidden_states_scale is not None else a1_scale
+        if hidden_states_scale is None:
+            raise invalid_argument("hidden_states_scale", "float32 [M, ceil(K/128)] group scales with float8 "
+                                   "hidden_states (or pass them as a1_scale)", "None")
+        if a2_scale is not None:
+            raise unsupported("deep_gemm_moe_fp8: static a2_scale with block-scaled weights is not a fusedmoe format; "
+                              "fusedmoe quantises GEMM2's input per token and group of 128")
+        if inplace:
+            raise invalid_argument("inplace", "False with pre-quantised float8 hidden_states (the output is %s)"
+                                   % (tm.dtype_from_any(out_dtype) or "BF16"), "True")
+        if not tm.is_contiguous(hidden_states_scale):
+            hidden_states_scale = tm.contiguous(hidden_states_scale)
+        if x_dtype == "U8":
+            hidden_states = _arrays.Typed(hidden_states, "F8_E4M3")
+    elif a1_scale is not None or a2_scale is not None:
         raise unsupported("deep_gemm_moe_fp8: static activation scales (a1_scale / a2_scale) with block-scaled "
-                          "weights are not a fusedmoe format; fusedmoe quantises per token and group of 128")
+                          "weights are not a fusedmoe format; fusedmoe quantises per token and group of 128 "
+                          "(a1_scale is read as the group scales only with float8 hidden_states)")
+    elif hidden_states_scale is not None:
+        raise invalid_argument("hidden_states_scale", "None with unquantised hidden_states (group scales go with "
+                               "float8_e4m3fn codes)", "a tensor")
     k = _arrays.shape(hidden_states)[1]
     w1v = tm.weights_nkc(w1, k, "w1")
     w2v = _w2_nkc(w2, k)
@@ -808,6 +850,10 @@ def deep_gemm_moe_fp8(
         cfg = LayerConfig(format="fp8-block", fp8_block_ue8m0=bool(use_ue8m0), **act)
         weights = dict(w13_weight=w1v, w2_weight=w2v, w13_weight_scale=w1_scale, w2_weight_scale=w2_scale)
         build = lambda: MoELayer(cfg, weights)  # noqa: E731
+    elif prequantized:
+        raise unsupported("deep_gemm_moe_fp8: pre-quantised 1x128-group inputs need 128x128 block weight scales "
+                          "[E, ceil(2N/128), ceil(K/128)] (fp8-block); w1_scale has shape %s"
+                          % list(_arrays.shape(w1_scale)))
     elif _arrays.numel(w1_scale) == e:
         cfg = LayerConfig(format="fp8-tensor", **act)
         build = lambda: MoELayer(cfg, dict(  # noqa: E731
@@ -820,8 +866,12 @@ def deep_gemm_moe_fp8(
             w2_weight_scale=_rows_scale(w2_scale, e, k, "w2_scale")))
     key = _key(w1v, w2v, w1_scale, w2_scale) + (cfg,)
     layer = _layer("vllm-deepgemm", key, build, [w1, w2, w1_scale, w2_scale])
+    if prequantized:
+        return layer(hidden_states, topk_ids, topk_weights, expert_map=expert_map,
+                     apply_router_weight_on_input=apply_router_weight_on_input, stream=stream,
+                     hidden_states_scale=hidden_states_scale, out_dtype=out_dtype if out_dtype is not None else "bf16")
     out = layer(hidden_states, topk_ids, topk_weights, expert_map=expert_map,
-                apply_router_weight_on_input=apply_router_weight_on_input, stream=stream)
+                apply_router_weight_on_input=apply_router_weight_on_input, stream=stream, out_dtype=out_dtype)
     if inplace:
         tm.copy_into(hidden_states, out)
         return hidden_states

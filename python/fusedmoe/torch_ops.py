@@ -8,7 +8,16 @@ needs torch >= 2.4 for ``torch.library.custom_op``). Two ops:
   w13_weight_scale?, w2_weight_scale?, w13_weight_scale_2?, w2_weight_scale_2?, w13_input_scale?,
   w2_input_scale?, w13_bias?, w2_bias?, expert_map?, config: str,
   apply_router_weight_on_input: bool) -> Tensor`` (a new [M, K] tensor);
-* ``fusedmoe::fused_moe_out(output!, ...)``: the same, writing ``output`` in place.
+* ``fusedmoe::fused_moe_out(output!, ...)``: the same, writing ``output`` in place;
+* ``fusedmoe::fused_moe_masked(hidden_states, expert_num_tokens, w13_weight, w2_weight,
+  w13_weight_scale?, ..., w2_bias?, hidden_states_scale?, config: str, out_dtype: str) -> Tensor``:
+  the batched / masked layout (:meth:`fusedmoe.MoELayer.run_masked`): [E, T, K] rows grouped by
+  expert, ``expert_num_tokens`` [E] int32 valid rows each (read on the device); ``out_dtype`` is
+  ``""`` (the dtype of ``hidden_states``) or ``bf16`` / ``fp16`` / ``fp32`` (required with
+  pre-quantised float8 ``hidden_states`` + ``hidden_states_scale``, fp8-block only).
+
+Pre-quantised inputs of the contiguous layout (``MoELayer.__call__(..., hidden_states_scale=)``)
+are not an op yet: ``fused_moe`` / ``fused_moe_out`` take unquantised ``hidden_states``.
 
 ``config`` is :func:`config_string` of a :class:`fusedmoe.LayerConfig` (e.g. ``"format=bf16"``).
 The op runs on the current CUDA stream of the tensors' device and allocates its workspace with
@@ -27,7 +36,7 @@ import torch
 
 from ._layer import LayerConfig, cached_layer
 
-__all__ = ["available", "config_string", "fused_moe", "fused_moe_out"]
+__all__ = ["available", "config_string", "fused_moe", "fused_moe_out", "fused_moe_masked"]
 
 #: Whether the ops are registered (torch >= 2.4).
 available: bool = hasattr(torch, "library") and hasattr(torch.library, "custom_op")
@@ -148,6 +157,73 @@ if available:
         return None
 
 
+_OUT_DTYPES = {"": None, "bf16": torch.bfloat16, "bfloat16": torch.bfloat16, "fp16": torch.float16,
+               "float16": torch.float16, "half": torch.float16, "fp32": torch.float32, "float32": torch.float32,
+               "float": torch.float32}
+
+
+def _masked_out_dtype(hidden_states: torch.Tensor, out_dtype: str) -> torch.dtype:
+    key = out_dtype.lower().replace("torch.", "")
+    if key not in _OUT_DTYPES:
+        from ._errors import invalid_argument  # noqa: PLC0415
+
+        raise invalid_argument("out_dtype", "'' (the dtype of hidden_states), bf16, fp16 or fp32", repr(out_dtype))
+    dt = _OUT_DTYPES[key]
+    if dt is None:
+        if hidden_states.dtype not in (torch.bfloat16, torch.float16, torch.float32):
+            from ._errors import invalid_argument  # noqa: PLC0415
+
+            raise invalid_argument("out_dtype", "bf16, fp16 or fp32 with pre-quantised float8 hidden_states", "''")
+        return hidden_states.dtype
+    return dt
+
+
+def _run_masked(hidden_states, expert_num_tokens, w13_weight, w2_weight, w13_weight_scale, w2_weight_scale,
+                w13_weight_scale_2, w2_weight_scale_2, w13_input_scale, w2_input_scale, w13_bias, w2_bias,
+                hidden_states_scale, config, out_dtype) -> torch.Tensor:
+    cfg = _parse_config(config)
+    weights = dict(w13_weight=w13_weight, w2_weight=w2_weight, w13_weight_scale=w13_weight_scale,
+                   w2_weight_scale=w2_weight_scale, w13_weight_scale_2=w13_weight_scale_2,
+                   w2_weight_scale_2=w2_weight_scale_2, w13_input_scale=w13_input_scale,
+                   w2_input_scale=w2_input_scale, w13_bias=w13_bias, w2_bias=w2_bias)
+    layer = cached_layer(cfg, weights)
+    output = torch.empty(hidden_states.shape, dtype=_masked_out_dtype(hidden_states, out_dtype),
+                         device=hidden_states.device)
+    layer.run_masked(hidden_states, expert_num_tokens, output=output, hidden_states_scale=hidden_states_scale)
+    return output
+
+
+if available:
+
+    @torch.library.custom_op("fusedmoe::fused_moe_masked", mutates_args=())
+    def _fused_moe_masked_op(
+        hidden_states: torch.Tensor,
+        expert_num_tokens: torch.Tensor,
+        w13_weight: torch.Tensor,
+        w2_weight: torch.Tensor,
+        w13_weight_scale: Optional[torch.Tensor],
+        w2_weight_scale: Optional[torch.Tensor],
+        w13_weight_scale_2: Optional[torch.Tensor],
+        w2_weight_scale_2: Optional[torch.Tensor],
+        w13_input_scale: Optional[torch.Tensor],
+        w2_input_scale: Optional[torch.Tensor],
+        w13_bias: Optional[torch.Tensor],
+        w2_bias: Optional[torch.Tensor],
+        hidden_states_scale: Optional[torch.Tensor],
+        config: str,
+        out_dtype: str,
+    ) -> torch.Tensor:
+        return _run_masked(hidden_states, expert_num_tokens, w13_weight, w2_weight, w13_weight_scale, w2_weight_scale,
+                           w13_weight_scale_2, w2_weight_scale_2, w13_input_scale, w2_input_scale, w13_bias, w2_bias,
+                           hidden_states_scale, config, out_dtype)
+
+    @_fused_moe_masked_op.register_fake
+    def _fused_moe_masked_fake(hidden_states, expert_num_tokens, w13_weight, w2_weight, w13_weight_scale,
+                               w2_weight_scale, w13_weight_scale_2, w2_weight_scale_2, w13_input_scale, w2_input_scale,
+                               w13_bias, w2_bias, hidden_states_scale, config, out_dtype):
+        return hidden_states.new_empty(hidden_states.shape, dtype=_masked_out_dtype(hidden_states, out_dtype))
+
+
 def _weights_args(w13_weight, w2_weight, kw):
     names = ("w13_weight_scale", "w2_weight_scale", "w13_weight_scale_2", "w2_weight_scale_2", "w13_input_scale",
              "w2_input_scale", "w13_bias", "w2_bias")
@@ -198,3 +274,27 @@ def fused_moe_out(
                                      *_weights_args(w13_weight, w2_weight, weights), expert_map,
                                      config_string(config), bool(apply_router_weight_on_input))
     return output
+
+
+def fused_moe_masked(
+    hidden_states: torch.Tensor,
+    expert_num_tokens: torch.Tensor,
+    w13_weight: torch.Tensor,
+    w2_weight: torch.Tensor,
+    config: Union[LayerConfig, str] = "bf16",
+    *,
+    hidden_states_scale: Optional[torch.Tensor] = None,
+    out_dtype: Optional[Union[torch.dtype, str]] = None,
+    **weights: Optional[torch.Tensor],
+) -> torch.Tensor:
+    """``torch.ops.fusedmoe.fused_moe_masked``: the batched / masked layout ([E, T, K] rows with
+    ``expert_num_tokens`` [E] int32 valid rows per expert; rows past the count come back as zeros),
+    with keyword weights; traceable by ``torch.compile``, capturable in CUDA graphs. ``out_dtype``
+    (a torch dtype or name) is required with pre-quantised float8 ``hidden_states``."""
+    if not available:
+        raise RuntimeError("fusedmoe.torch_ops needs torch >= 2.4 (torch.library.custom_op)")
+    if isinstance(out_dtype, torch.dtype):
+        out_dtype = str(out_dtype).replace("torch.", "")
+    return torch.ops.fusedmoe.fused_moe_masked(hidden_states, expert_num_tokens,
+                                               *_weights_args(w13_weight, w2_weight, weights), hidden_states_scale,
+                                               config_string(config), out_dtype or "")

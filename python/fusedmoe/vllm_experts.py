@@ -8,7 +8,15 @@ without vLLM it is a plain class with the same methods (usable and testable on i
 
 fusedmoe quantises activations itself (``expects_unquantized_inputs`` is True: pair it with a
 prepare/finalize that does not quantise) and does the weighted top-k reduction itself
-(``finalize_weight_and_reduce_impl`` is vLLM's ``TopKWeightAndReduceNoOP``).
+(``finalize_weight_and_reduce_impl`` is vLLM's ``TopKWeightAndReduceNoOP``). ``fp8-block`` layers
+also take activations already quantised per token and group of 128 (float8_e4m3fn codes +
+``a1q_scale`` [M, ceil(K/128)] float32, DeepGemmExperts' inputs), used as given.
+
+:class:`FusedMoEBatchedExperts` is the batched ("masked") expert-parallel variant (the shape of
+vLLM's ``CutlassBatchedExpertsFp8`` / ``BatchedDeepGemmExperts``: activation format
+``BatchedExperts``): ``hidden_states`` [E, T, K] grouped by local expert with
+``expert_tokens_meta.expert_num_tokens`` [E] valid rows each, output [E, T, K] without routing
+weights (the prepare/finalize combines them). It runs :meth:`fusedmoe.MoELayer.run_masked`.
 
 The format comes from ``quant_config`` (vLLM's ``FusedMoEQuantConfig`` or
 :class:`fusedmoe.seeds.FusedMoEQuantConfig`), or explicitly from ``format=``:
@@ -36,7 +44,7 @@ from . import seeds as _seeds
 from ._errors import invalid_argument, unsupported
 from ._layer import LayerConfig, MoELayer, get_layer
 
-__all__ = ["FusedMoEExperts"]
+__all__ = ["FusedMoEExperts", "FusedMoEBatchedExperts"]
 
 
 def _vllm_base():
@@ -159,8 +167,7 @@ class FusedMoEExperts(_Base):  # type: ignore[misc, valid-type]
         Also accepts vLLM's older signature ``(a, aq, M, N, K, topk, global, local, meta)``, for
         which it returns the 4-tuple ``(..., dtype)``."""
         if not isinstance(M, int) and hasattr(M, "dtype"):  # old signature: (a, aq, M, N, K, ...)
-            a = M
-            m, n, k = N, K, topk
+            a, m, k = M, K, global_num_experts
             return ((m, k), (0,), (m, k), a.dtype)
         return ((M, K), (0,), (M, K))
 
@@ -252,7 +259,10 @@ class FusedMoEExperts(_Base):  # type: ignore[misc, valid-type]
         global_num_experts, expert_map, a1q_scale, a2_scale, workspace13, workspace2,
         expert_tokens_meta, apply_router_weight_on_input)`` (older vLLM versions also pass
         ``w1_scale, w2_scale, w1_zp, w2_zp`` after ``expert_map``: accepted, and the scales then
-        override ``quant_config``'s). ``hidden_states`` must be unquantised."""
+        override ``quant_config``'s). ``hidden_states`` is unquantised, or, for ``fp8-block`` only,
+        float8_e4m3fn codes quantised per token and group of 128 with their float32 scales
+        [M, ceil(K/128)] in ``a1q_scale`` (what vLLM's DeepGemmExperts receives; used as given,
+        never re-quantised; the activation dtype is ``output``'s)."""
         names_new = ("a1q_scale", "a2_scale", "workspace13", "workspace2", "expert_tokens_meta",
                      "apply_router_weight_on_input")
         names_old = ("w1_scale", "w2_scale", "w1_zp", "w2_zp") + names_new
@@ -261,12 +271,9 @@ class FusedMoEExperts(_Base):  # type: ignore[misc, valid-type]
         vals.update(kwargs)
         if vals.get("w1_zp") is not None or vals.get("w2_zp") is not None:
             raise unsupported("zero points (w1_zp / w2_zp) are not a fusedmoe format")
-        if _arrays.dtype_name(hidden_states) not in ("F32", "F16", "BF16"):
-            raise invalid_argument("hidden_states", "unquantised activations (FusedMoEExperts.expects_unquantized_inputs "
-                                   "is True: use a prepare/finalize that does not quantise)",
-                                   _arrays.dtype_name(hidden_states))
-        k = _arrays.shape(hidden_states)[1]
+        k = _arrays.shape(hidden_states)[-1]
         cfg = self._config(w1, activation)
+        x_scale = _prequantized_scale(cfg, hidden_states, vals.get("a1q_scale"))
         packed = cfg.format in ("nvfp4", "mxfp4", "w4a8-int4")
         layer = self._layer(cfg, w1 if packed else tm.weights_nkc(w1, k, "w1"), w2 if packed else _seeds._w2_nkc(w2, k), k,
                             vals.get("w1_scale"), vals.get("w2_scale"))
@@ -275,7 +282,168 @@ class FusedMoEExperts(_Base):  # type: ignore[misc, valid-type]
         ws = _seeds._workspace_from(layer, m, topk, vals.get("workspace13"), vals.get("workspace2"))
         layer(hidden_states, topk_ids, topk_weights, expert_map=expert_map,
               apply_router_weight_on_input=bool(vals.get("apply_router_weight_on_input") or False),
-              output=output, workspace=ws)
+              output=output, workspace=ws, hidden_states_scale=x_scale)
 
     def moe_sum(self, input: Any, output: Any) -> None:
         raise NotImplementedError("fusedmoe does the top-k reduction inside apply()")
+
+
+def _prequantized_scale(cfg: LayerConfig, hidden_states: Any, a1q_scale: Any) -> Any:
+    """The group scales to pass with pre-quantised hidden states, None for unquantised ones (and
+    InvalidArgument for quantised inputs fusedmoe cannot take as they are)."""
+    dt = _arrays.dtype_name(hidden_states)
+    if dt in ("F32", "F16", "BF16"):
+        return None
+    if cfg.format != "fp8-block" or dt not in ("F8_E4M3", "U8"):
+        raise invalid_argument("hidden_states", "unquantised activations (expects_unquantized_inputs is True: use a "
+                               "prepare/finalize that does not quantise); only fp8-block layers also take float8 "
+                               "codes quantised per token and group of 128 with a1q_scale", dt)
+    if a1q_scale is None:
+        raise invalid_argument("a1q_scale", "float32 1x128 group scales with float8 hidden_states", "None")
+    k = _arrays.shape(hidden_states)[-1]
+    want = tuple(_arrays.shape(hidden_states)[:-1]) + (-(-k // 128),)
+    if tuple(_arrays.shape(a1q_scale)) != want:
+        raise invalid_argument("a1q_scale", "shape %s (per token and group of 128; per-tensor or per-token scales "
+                               "are not fusedmoe's fp8-block inputs)" % list(want), list(_arrays.shape(a1q_scale)))
+    return a1q_scale if tm.is_contiguous(a1q_scale) else tm.contiguous(a1q_scale)
+
+
+class FusedMoEBatchedExperts(FusedMoEExperts):
+    """fusedmoe as a vLLM modular-kernel experts implementation for the batched layout (the shape
+    of vLLM's ``CutlassBatchedExpertsFp8``; activation format ``BatchedExperts``).
+
+    ``apply`` takes ``hidden_states`` [E, T, K] (E = local experts, T = rows per expert) with
+    ``expert_tokens_meta.expert_num_tokens`` [E] int32 valid rows per expert (on the device: no
+    host sync), and writes ``output`` [E, T, K] = each expert's MLP of its rows, unweighted; rows
+    past the count are zeros (vLLM's kernels leave them undefined). The routing weights are applied
+    by the prepare/finalize (``finalize_weight_and_reduce_impl`` is ``TopKWeightAndReduceDelegate``).
+    Inputs are unquantised (any format), or for ``fp8-block`` float8 codes with ``a1q_scale``
+    [E, T, ceil(K/128)] (BatchedDeepGemmExperts' inputs).
+
+    Args:
+        max_experts_per_worker: E, the local experts (the first dimension of the batched tensors).
+        num_dispatchers: how many ranks dispatch to this one (vLLM sizes the workspaces by it).
+        out_dtype: output dtype when the workspace shapes are asked with vLLM's older signature
+            (default: the activations').
+        quant_config, moe_config, and the keywords: as :class:`FusedMoEExperts`.
+
+    Differences from vLLM's CutlassBatchedExpertsFp8:
+        * Any fusedmoe format, not only fp8 per-tensor / per-channel; pre-quantised inputs only
+          for fp8-block (per-tensor / per-token quantised activations are refused: use a
+          prepare/finalize that does not quantise).
+        * The stride tensors (``ab_strides1``, ``c_strides1``, ...) are accepted as keywords and
+          ignored.
+        * No ``expert_map`` (as vLLM's: ``supports_expert_map`` is False): rows are already local.
+    """
+
+    def __init__(self, max_experts_per_worker: int, num_dispatchers: int = 1, out_dtype: Any = None,
+                 quant_config: Any = None, moe_config: Any = None, *, format: Optional[str] = None,
+                 gate_up_order: str = "gate_up", mxfp4_act_dtype: str = "bf16", use_ue8m0: bool = False,
+                 **ignored: Any) -> None:
+        unknown = set(ignored) - {"ab_strides1", "ab_strides2", "c_strides1", "c_strides2", "device"}
+        if unknown:
+            raise TypeError("unexpected keyword argument %r" % sorted(unknown)[0])
+        super().__init__(moe_config, quant_config, format=format, gate_up_order=gate_up_order,
+                         mxfp4_act_dtype=mxfp4_act_dtype, use_ue8m0=use_ue8m0)
+        if int(max_experts_per_worker) <= 0:
+            raise invalid_argument("max_experts_per_worker", "> 0", max_experts_per_worker)
+        self.max_experts_per_worker = int(max_experts_per_worker)
+        self.num_dispatchers = int(num_dispatchers)
+        self.out_dtype = out_dtype
+
+    @property
+    def activation_formats(self) -> Tuple[Any, Any]:
+        fmt = FusedMoEBatchedExperts.activation_format()
+        return (fmt, fmt)
+
+    @staticmethod
+    def activation_format() -> Any:
+        if _mk is not None and hasattr(_mk, "FusedMoEActivationFormat"):
+            return _mk.FusedMoEActivationFormat.BatchedExperts
+        return "batched"
+
+    def supports_chunking(self) -> bool:
+        return False
+
+    def supports_expert_map(self) -> bool:
+        return False
+
+    def finalize_weight_and_reduce_impl(self) -> Any:
+        try:
+            from vllm.model_executor.layers.fused_moe.topk_weight_and_reduce import (  # noqa: PLC0415
+                TopKWeightAndReduceDelegate,
+            )
+        except Exception:  # noqa: BLE001
+            return None
+        return TopKWeightAndReduceDelegate()
+
+    def workspace_shapes(self, M: Any, N: int, K: int, topk: int, global_num_experts: int, local_num_experts: int,
+                         expert_tokens_meta: Any = None, activation: Any = None, *rest: Any) -> Tuple:
+        """(workspace13, workspace2, output) shapes, as vLLM's CutlassBatchedExpertsFp8 sizes them:
+        ``(E, M * num_dispatchers, max(N, K))``, ``(E, M * num_dispatchers, max(N // 2, K))``,
+        ``(E, M, K)`` with E = ``max_experts_per_worker`` and M the rows per expert. ``apply`` uses
+        ``workspace13`` as fusedmoe's workspace when it is large enough (else allocates).
+
+        Also accepts vLLM's older signature ``(a, aq, M, N, K, topk, global, local, meta)`` (M is
+        then ``aq.size(1)``), returning ``(..., dtype)``."""
+        e = self.max_experts_per_worker
+        if not isinstance(M, int) and hasattr(M, "dtype"):  # old signature: (a, aq, M, N, K, ...)
+            a, aq, m, n, k = M, N, K, topk, global_num_experts
+            if len(_arrays.shape(aq)) == 3:
+                m = _arrays.shape(aq)[1]  # the padded rows per expert, as vLLM takes them
+            dnum = self.num_dispatchers
+            return ((e, m * dnum, max(n, k)), (e, m * dnum, max(n // 2, k)), (e, m, k),
+                    self.out_dtype if self.out_dtype is not None else a.dtype)
+        dnum = self.num_dispatchers
+        return ((e, M * dnum, max(N, K)), (e, M * dnum, max(N // 2, K)), (e, M, K))
+
+    def apply(self, output: Any, hidden_states: Any, w1: Any, w2: Any, topk_weights: Any, topk_ids: Any,
+              activation: Any, global_num_experts: int, expert_map: Any, *args: Any, **kwargs: Any) -> None:
+        """Writes ``output`` [E, T, K]: row t of expert e is expert e's MLP of ``hidden_states[e, t]``
+        for ``t < expert_num_tokens[e]``, zeros after (no routing weights).
+
+        Signature of vLLM's ``apply`` (as :meth:`FusedMoEExperts.apply`); the counts come from
+        ``expert_tokens_meta.expert_num_tokens`` (required); ``topk_weights`` / ``topk_ids`` are
+        not read. ``apply_router_weight_on_input`` is the prepare step's business (it scaled the
+        rows already) and is ignored here, as in vLLM's batched experts."""
+        names_new = ("a1q_scale", "a2_scale", "workspace13", "workspace2", "expert_tokens_meta",
+                     "apply_router_weight_on_input")
+        names_old = ("w1_scale", "w2_scale", "w1_zp", "w2_zp") + names_new
+        names = names_old if len(args) > len(names_new) or "w1_zp" in kwargs else names_new
+        vals = dict(zip(names, args))
+        vals.update(kwargs)
+        if vals.get("w1_zp") is not None or vals.get("w2_zp") is not None:
+            raise unsupported("zero points (w1_zp / w2_zp) are not a fusedmoe format")
+        if expert_map is not None:
+            raise invalid_argument("expert_map", "None (the batched layout holds local experts' rows already)",
+                                   "a tensor")
+        meta = vals.get("expert_tokens_meta")
+        counts = getattr(meta, "expert_num_tokens", None) if meta is not None else None
+        if counts is None:
+            raise invalid_argument("expert_tokens_meta", "vLLM's ExpertTokensMetadata with expert_num_tokens [E] "
+                                   "(the valid rows per expert of the batched layout)", "None")
+        shp = _arrays.shape(hidden_states)
+        if len(shp) != 3:
+            raise invalid_argument("hidden_states", "the batched layout [E, T, K]", list(shp))
+        k = shp[2]
+        cfg = self._config(w1, activation)
+        x_scale = _prequantized_scale(cfg, hidden_states, vals.get("a1q_scale"))
+        packed = cfg.format in ("nvfp4", "mxfp4", "w4a8-int4")
+        layer = self._layer(cfg, w1 if packed else tm.weights_nkc(w1, k, "w1"), w2 if packed else _seeds._w2_nkc(w2, k), k,
+                            vals.get("w1_scale"), vals.get("w2_scale"))
+        ws = _masked_workspace_from(layer, shp[1], vals.get("workspace13"), vals.get("workspace2"))
+        layer.run_masked(hidden_states, counts, output=output, hidden_states_scale=x_scale, workspace=ws)
+
+
+def _masked_workspace_from(layer: MoELayer, t: int, *candidates: Any) -> Any:
+    """A caller-provided buffer large enough for run_masked's workspace, or None (allocate)."""
+    need = layer.masked_workspace_size(t)
+    if need == 0:
+        return None
+    for ws in candidates:
+        if ws is None:
+            continue
+        nbytes = _arrays.numel(ws) * _arrays._ITEMSIZE.get(_arrays.dtype_name(ws) or "U8", 1)
+        if nbytes >= need and tm.is_contiguous(ws) and _arrays.device(ws) == layer.device:
+            return ws
+    return None

@@ -3,8 +3,10 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/tuple.h>
 
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "bindings.hpp"
 #include "tensor_args.hpp"
@@ -147,8 +149,31 @@ void require_layer_device(const PyLayer& s, const TensorView& v, const char* nam
                           device_str(v));
 }
 
+void* parse_stream(nb::handle stream) {
+  if (!stream.is_valid() || stream.is_none()) return nullptr;
+  try {
+    return reinterpret_cast<void*>(static_cast<uintptr_t>(nb::cast<uint64_t>(stream)));
+  } catch (const nb::cast_error&) {
+    throw InvalidArgument("stream", "an integer cudaStream_t handle (0 = legacy default stream)",
+                          std::string("a ") + nb::type_name(stream.type()).c_str());
+  }
+}
+
+// The caller's workspace (on the layer's device, contiguous, writable) -> (pointer, bytes).
+void workspace_arg(const PyLayer& s, nb::handle workspace, KeepAlive& keep, void** ptr, size_t* bytes) {
+  TensorArgOptions wr;
+  wr.writable = true;
+  const TensorView ws = tensor_arg(workspace, "workspace", keep, wr);
+  require_layer_device(s, ws, "workspace");
+  if (ws.present()) {
+    require_contiguous(ws, "workspace");
+    *ptr = ws.data;
+    *bytes = ws.nbytes();
+  }
+}
+
 RunArgs run_args(const PyLayer& s, nb::handle x, nb::handle ids, nb::handle w, nb::handle out, nb::handle expert_map,
-                 bool on_input, nb::handle workspace, nb::handle stream, KeepAlive& keep) {
+                 bool on_input, nb::handle x_scale, nb::handle workspace, nb::handle stream, KeepAlive& keep) {
   RunArgs a;
   a.hidden_states = required_tensor_arg(x, "hidden_states", keep);
   a.topk_ids = required_tensor_arg(ids, "topk_ids", keep);
@@ -157,23 +182,43 @@ RunArgs run_args(const PyLayer& s, nb::handle x, nb::handle ids, nb::handle w, n
   wr.writable = true;
   a.output = required_tensor_arg(out, "output", keep, wr);
   a.expert_map = tensor_arg(expert_map, "expert_map", keep);
+  a.hidden_states_scale = tensor_arg(x_scale, "hidden_states_scale", keep);
   a.apply_router_weight_on_input = on_input;
-  const TensorView ws = tensor_arg(workspace, "workspace", keep, wr);
-  require_layer_device(s, ws, "workspace");
-  if (ws.present()) {
-    require_contiguous(ws, "workspace");
-    a.workspace = ws.data;
-    a.workspace_bytes = ws.nbytes();
-  }
-  if (stream.is_valid() && !stream.is_none()) {
-    try {
-      a.stream = reinterpret_cast<void*>(static_cast<uintptr_t>(nb::cast<uint64_t>(stream)));
-    } catch (const nb::cast_error&) {
-      throw InvalidArgument("stream", "an integer cudaStream_t handle (0 = legacy default stream)",
-                            std::string("a ") + nb::type_name(stream.type()).c_str());
-    }
-  }
+  workspace_arg(s, workspace, keep, &a.workspace, &a.workspace_bytes);
+  a.stream = parse_stream(stream);
   return a;
+}
+
+MaskedArgs masked_args(const PyLayer& s, nb::handle x, nb::handle counts, nb::handle out, nb::handle x_scale,
+                       nb::handle workspace, nb::handle stream, KeepAlive& keep) {
+  MaskedArgs a;
+  a.hidden_states = required_tensor_arg(x, "hidden_states", keep);
+  a.expert_num_tokens = required_tensor_arg(counts, "expert_num_tokens", keep);
+  TensorArgOptions wr;
+  wr.writable = true;
+  a.output = required_tensor_arg(out, "output", keep, wr);
+  a.hidden_states_scale = tensor_arg(x_scale, "hidden_states_scale", keep);
+  workspace_arg(s, workspace, keep, &a.workspace, &a.workspace_bytes);
+  a.stream = parse_stream(stream);
+  return a;
+}
+
+// Another GPU's tensors (the library checks CPU against CUDA, not one GPU against another).
+void require_on_layer_gpu(const PyLayer& s, std::initializer_list<std::pair<const TensorView*, const char*>> args) {
+  if (s.device != DeviceType::CUDA) return;
+  for (const auto& [v, name] : args)
+    if (v->device == DeviceType::CUDA) require_layer_device(s, *v, name);
+}
+
+// A view standing for the layer's device (for DeviceGuard).
+TensorView layer_device_view(const PyLayer& s) {
+  TensorView v;
+  v.ndim = 1;
+  v.shape[0] = 1;
+  v.strides[0] = 1;
+  v.device = s.device;
+  v.device_index = s.device_index;
+  return v;
 }
 
 }  // namespace
@@ -260,17 +305,12 @@ void bind_layer(nb::module_& m) {
         return std::make_tuple(sup.ok, sup.reason);
       }, nb::arg("num_tokens"), nb::arg("topk"), nb::arg("num_global_experts") = 0)
       .def("run", [](const PyLayer& s, nb::handle x, nb::handle ids, nb::handle w, nb::handle out, nb::handle expert_map,
-                     bool on_input, nb::handle workspace, nb::handle stream, bool timed) -> nb::object {
+                     bool on_input, nb::handle workspace, nb::handle stream, bool timed, nb::handle x_scale) -> nb::object {
         KeepAlive keep;
-        const RunArgs a = run_args(s, x, ids, w, out, expert_map, on_input, workspace, stream, keep);
-        if (s.device == DeviceType::CUDA) {
-          // Another GPU's tensors (the library checks CPU against CUDA, and names them the same way).
-          for (const auto& [v, name] : {std::make_pair(&a.hidden_states, "hidden_states"),
-                                        std::make_pair(&a.topk_ids, "topk_ids"),
-                                        std::make_pair(&a.topk_weights, "topk_weights"),
-                                        std::make_pair(&a.expert_map, "expert_map"), std::make_pair(&a.output, "output")})
-            if (v->device == DeviceType::CUDA) require_layer_device(s, *v, name);
-        }
+        const RunArgs a = run_args(s, x, ids, w, out, expert_map, on_input, x_scale, workspace, stream, keep);
+        require_on_layer_gpu(s, {{&a.hidden_states, "hidden_states"}, {&a.topk_ids, "topk_ids"},
+                                 {&a.topk_weights, "topk_weights"}, {&a.expert_map, "expert_map"},
+                                 {&a.output, "output"}, {&a.hidden_states_scale, "hidden_states_scale"}});
         DeviceGuard guard(a.hidden_states);
         StageTimes t;
         {
@@ -282,7 +322,39 @@ void bind_layer(nb::module_& m) {
         return nb::none();
       }, nb::arg("hidden_states"), nb::arg("topk_ids"), nb::arg("topk_weights"), nb::arg("output"),
          nb::arg("expert_map").none() = nb::none(), nb::arg("apply_router_weight_on_input") = false,
-         nb::arg("workspace").none() = nb::none(), nb::arg("stream").none() = nb::none(), nb::arg("timed") = false);
+         nb::arg("workspace").none() = nb::none(), nb::arg("stream").none() = nb::none(), nb::arg("timed") = false,
+         nb::arg("hidden_states_scale").none() = nb::none())
+      .def("masked_workspace_size", [](const PyLayer& s, int64_t max_tokens_per_expert) {
+        return s.layer->masked_workspace_size(max_tokens_per_expert);
+      }, nb::arg("max_tokens_per_expert"))
+      .def("can_implement_masked", [](const PyLayer& s, int64_t max_tokens_per_expert, bool prequantized) {
+        MaskedProblem p;
+        p.num_experts = s.layer->num_experts();
+        p.max_tokens_per_expert = max_tokens_per_expert;
+        p.hidden = s.layer->hidden();
+        p.inter = s.layer->inter();
+        p.prequantized = prequantized;
+        const Support sup = s.layer->can_implement_masked(p);
+        return std::make_tuple(sup.ok, sup.reason);
+      }, nb::arg("max_tokens_per_expert"), nb::arg("prequantized") = false)
+      .def("run_masked", [](const PyLayer& s, nb::handle x, nb::handle counts, nb::handle out, nb::handle x_scale,
+                            nb::handle workspace, nb::handle stream) {
+        KeepAlive keep;
+        const MaskedArgs a = masked_args(s, x, counts, out, x_scale, workspace, stream, keep);
+        require_on_layer_gpu(s, {{&a.hidden_states, "hidden_states"}, {&a.expert_num_tokens, "expert_num_tokens"},
+                                 {&a.output, "output"}, {&a.hidden_states_scale, "hidden_states_scale"}});
+        DeviceGuard guard(a.hidden_states);
+        nb::gil_scoped_release release;
+        s.layer->run_masked(a);
+      }, nb::arg("hidden_states"), nb::arg("expert_num_tokens"), nb::arg("output"),
+         nb::arg("hidden_states_scale").none() = nb::none(), nb::arg("workspace").none() = nb::none(),
+         nb::arg("stream").none() = nb::none())
+      .def("warmup", [](const PyLayer& s, int64_t max_tokens, int64_t topk, nb::handle stream) {
+        void* st = parse_stream(stream);
+        DeviceGuard guard(layer_device_view(s));
+        nb::gil_scoped_release release;
+        s.layer->warmup(max_tokens, topk, st);
+      }, nb::arg("max_tokens"), nb::arg("topk"), nb::arg("stream").none() = nb::none());
 
   m.def("contract_dtype", [](nb::dict config, const std::string& name) {
     return std::string(dtype_name(contract_dtype(config_from_dict(config), name)));

@@ -273,3 +273,132 @@ def test_example_on_gpu():
     sys.modules["torch_moe_block_gpu"] = mod
     spec.loader.exec_module(mod)
     assert _run_or_skip(lambda: mod.main(["--device", "cuda", "--compile"])) <= 2e-2
+
+
+# ---- pre-quantised fp8-block inputs, the masked layout, warmup (C++ Layer::warmup) -------------
+
+T_MASKED = 24
+COUNTS = [3, 0, T_MASKED, 1, 7, T_MASKED + 5, -2, 11]  # ragged, empty, full, past T, negative (E = 8)
+
+
+def _quantize_groups(x):
+    """1x128 group codes + scales of x with fusedmoe's own (CPU) quantiser, moved to the GPU."""
+    q, s = fusedmoe.quantize_fp8_per_token_group(x.cpu())
+    assert q.dtype == torch.float8_e4m3fn and s.dtype == torch.float32
+    return q.to(DEV), s.to(DEV)
+
+
+def _rel_frob(a, b):
+    return (a.cpu().double() - b.cpu().double()).norm().item() / max(b.cpu().double().norm().item(), 1e-30)
+
+
+def test_prequantized_fp8_block_on_gpu_equals_in_layer_quantisation():
+    cfg, w, _ = _layer("fp8-block", bias=True)
+    layer = _run_or_skip(lambda: fusedmoe.MoELayer(cfg, to_torch(w, cfg, DEV)))
+    cpu = fusedmoe.MoELayer(cfg, to_torch(w, cfg, "cpu"))
+    ids, tw = _routing()
+    for m in (1, 5, M):  # the small-M path and the grouped GEMM
+        x, idm, twm = _x("bf16", m=m), ids[:m].contiguous(), tw[:m].contiguous()
+        plain = _run_or_skip(lambda: layer(x, idm, twm))
+        q, s = _quantize_groups(x)
+        out = _run_or_skip(lambda: layer(q, idm, twm, hidden_states_scale=s, out_dtype=torch.bfloat16))
+        torch.cuda.synchronize()
+        assert out.dtype == torch.bfloat16 and out.shape == (m, K)
+        assert torch.equal(out, plain), "m=%d: pre-quantised differs from the in-layer quantisation" % m
+        ref = cpu(q.cpu(), idm.cpu(), twm.cpu(), hidden_states_scale=s.cpu(), out_dtype=torch.bfloat16)
+        assert _rel_frob(out, ref) <= 3e-2, m
+    # the seed's pre-quantised path on GPU tensors
+    q, s = _quantize_groups(x)
+    gw = to_torch(w, cfg, DEV)
+    out = _run_or_skip(lambda: seeds.deep_gemm_moe_fp8(q, gw["w13_weight"], gw["w2_weight"], gw["w13_weight_scale"],
+                                                       gw["w2_weight_scale"], tw, ids, a1_scale=s))
+    ref = _run_or_skip(lambda: seeds.deep_gemm_moe_fp8(x, gw["w13_weight"], gw["w2_weight"], gw["w13_weight_scale"],
+                                                       gw["w2_weight_scale"], tw, ids))
+    torch.cuda.synchronize()
+    assert torch.equal(out, ref)
+
+
+@pytest.mark.parametrize("fmt", ["bf16", "fp8-block", "fp8-tensor"])
+def test_masked_on_gpu_matches_cpu_backend_and_zeroes_rows_past_the_count(fmt):
+    cfg, w, _ = _layer(fmt, bias=True)
+    layer = _run_or_skip(lambda: fusedmoe.MoELayer(cfg, to_torch(w, cfg, DEV)))
+    cpu = fusedmoe.MoELayer(cfg, to_torch(w, cfg, "cpu"))
+    counts = torch.tensor(COUNTS, dtype=torch.int32, device=DEV)
+    valid = torch.arange(T_MASKED)[None, :] < counts.cpu().clamp(0, T_MASKED)[:, None]  # [E, T]
+    x = torch.randn(E, T_MASKED, K, generator=torch.Generator().manual_seed(9)).bfloat16()
+    x[~valid] = 3.0e4  # rows past the count: never read
+    x = x.to(DEV)
+    out = torch.full_like(x, float("nan"))
+    _run_or_skip(lambda: layer.run_masked(x, counts, output=out))
+    torch.cuda.synchronize()
+    ref = cpu.run_masked(x.cpu(), counts.cpu())
+    assert not out.cpu()[~valid].any(), "rows past the count must be zeros"
+    assert _rel_frob(out, ref) <= {"bf16": 1e-2}.get(fmt, 3e-2)
+    # the contiguous layer over the same rows, top-1 to their expert with weight 1 (ids -1 past the
+    # count; those rows zeroed, as the contiguous fp8-tensor dynamic scale reads every row)
+    ids = torch.where(valid, torch.arange(E)[:, None].expand(E, T_MASKED), -1).reshape(-1, 1).int().to(DEV)
+    xz = x.masked_fill(~valid.to(DEV)[..., None], 0).reshape(E * T_MASKED, K)
+    flat = _run_or_skip(lambda: layer(xz, ids, torch.ones(E * T_MASKED, 1, device=DEV)))
+    assert _rel_frob(out, flat.reshape(E, T_MASKED, K)) <= {"bf16": 1e-2}.get(fmt, 3e-2)
+    if fmt == "fp8-block":
+        q, s = _quantize_groups(x)
+        outq = _run_or_skip(lambda: layer.run_masked(q, counts, hidden_states_scale=s, out_dtype=torch.bfloat16))
+        torch.cuda.synchronize()
+        assert torch.equal(outq, out), "pre-quantised masked differs from the in-layer quantisation"
+
+
+def test_masked_cuda_graph_capture_and_replay():
+    cfg, w, _ = _layer("fp8-block")
+    layer = _run_or_skip(lambda: fusedmoe.MoELayer(cfg, to_torch(w, cfg, DEV)))
+    layer.warmup(E * T_MASKED // TOPK, TOPK)
+    x = torch.randn(E, T_MASKED, K, device=DEV).bfloat16()
+    counts = torch.tensor(COUNTS, dtype=torch.int32, device=DEV)
+    out = torch.empty_like(x)
+    ws = torch.empty(max(layer.masked_workspace_size(T_MASKED), 1), dtype=torch.uint8, device=DEV)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        _run_or_skip(lambda: layer.run_masked(x, counts, output=out, workspace=ws))
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        layer.run_masked(x, counts, output=out, workspace=ws)
+    for seed in (1, 2):
+        g = torch.Generator().manual_seed(seed)
+        x.copy_(torch.randn(E, T_MASKED, K, generator=g).bfloat16())
+        counts.copy_(torch.randint(-1, T_MASKED + 2, (E,), generator=g, dtype=torch.int32))  # read on the device
+        graph.replay()
+        torch.cuda.synchronize()
+        assert torch.equal(out, layer.run_masked(x, counts))
+
+
+@pytest.mark.skipif(not torch_ops.available, reason="torch >= 2.4 needed for the custom op")
+def test_masked_torch_op_on_gpu():
+    cfg, w, _ = _layer("fp8-block")
+    gw = to_torch(w, cfg, DEV)
+    layer = _run_or_skip(lambda: fusedmoe.MoELayer(cfg, gw))
+    x = torch.randn(E, T_MASKED, K, device=DEV).bfloat16()
+    counts = torch.tensor(COUNTS, dtype=torch.int32, device=DEV)
+    ref = _run_or_skip(lambda: layer.run_masked(x, counts))
+    scales = dict(w13_weight_scale=gw["w13_weight_scale"], w2_weight_scale=gw["w2_weight_scale"])
+
+    def f(x, counts):
+        return torch_ops.fused_moe_masked(x, counts, gw["w13_weight"], gw["w2_weight"], cfg, **scales)
+
+    assert torch.equal(f(x, counts), ref)
+    assert torch.equal(torch.compile(f, fullgraph=True)(x, counts), ref)
+
+
+def test_warmup_on_gpu_then_runs_unchanged():
+    cfg, w, _ = _layer("fp8-block")
+    layer = _run_or_skip(lambda: fusedmoe.MoELayer(cfg, to_torch(w, cfg, DEV)))
+    ids, tw = _routing()
+    x = _x("bf16")
+    before = _run_or_skip(lambda: layer(x, ids, tw))
+    s = torch.cuda.Stream()
+    _run_or_skip(lambda: layer.warmup(M, TOPK, stream=s.cuda_stream))  # synchronises s
+    layer.warmup(M, TOPK)  # the current stream
+    assert torch.equal(layer(x, ids, tw), before)
+    with pytest.raises(fusedmoe.InvalidArgument) as ei:
+        layer.warmup(M, 0)
+    assert ei.value.argument == "topk"

@@ -314,8 +314,6 @@ def test_w4a8_int32_packed_weights():
     np.testing.assert_array_equal(fusedmoe.MoELayer(cfg, w32)(x, ids, tw).array, ref.array)
 
 
-@pytest.mark.xfail(reason="library: the CPU backend ignores LayerConfig.int4_encoding (uint4b8 decoded as signed)",
-                   strict=False)
 def test_w4a8_uint4b8_encoding():
     cfg, w, fw = make_layer("w4a8-int4", E, K, N)
     ids, tw = routing(M, E, TOPK)
