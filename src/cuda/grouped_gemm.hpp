@@ -61,6 +61,15 @@ inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
   return active > 0 && a.max_rows <= kSmallConfigMaxRowsPerGroup * active;
 }
 
+// Large-M GEMMs with short K (k <= kPingpongMaxK: Qwen3 / DeepSeek-TP8 down projections): the
+// pingpong schedule (each consumer warpgroup owns a whole 128x128 tile, so one warpgroup's
+// epilogue - the fp32 D store, which dominates when the mainloop is only a few K tiles - overlaps
+// the other's MMAs). Long K keeps the cooperative 128x128 config.
+constexpr int64_t kPingpongMaxK = 1024;
+inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
+  return !a.d_bf16 && a.k <= kPingpongMaxK && !sm90_use_small_config(a);
+}
+
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used
 // instead of the SM90 tile GEMMs for decode-like calls: at most kSmallMMaxRows rows and no more
 // rows than experts, weight rows of at least kSmallMMinRowBytes. Any row distribution stays

@@ -1,6 +1,7 @@
 // SM90 grouped GEMM instances for bf16 operands (format bf16). See sm90_grouped_gemm.cuh.
-// Two instances (each about 100 s and 3 GB of compiler memory): a 128x128 tile for many rows
-// per expert, and a swap-AB 128x64 tile for few (sm90_use_small_config in grouped_gemm.hpp).
+// Instances: a cooperative 128x128 tile for many rows per expert, a pingpong 128x128 tile for many
+// rows and short K (sm90_use_pingpong_config), and a swap-AB 128x64 tile for few rows
+// (sm90_use_small_config in grouped_gemm.hpp); the first and last also with a bf16 D.
 #include <algorithm>
 
 #include "cuda/sm90_grouped_gemm.cuh"
@@ -17,7 +18,13 @@ using LargeConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+// Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
+// (large-M GEMMs with short K, sm90_use_pingpong_config).
+using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
+                                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, LargeConfig, /*SwapAB=*/false>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, PingpongConfig, /*SwapAB=*/false>;
 using SmallGemm = sm90::GroupedGemm<cutlass::bfloat16_t, SmallConfig, /*SwapAB=*/true>;
 // bf16 D (GroupedGemmArgs::d_bf16): the same kernels with a bf16 epilogue store.
 using LargeGemm16 = sm90::GroupedGemm<cutlass::bfloat16_t, LargeConfig, /*SwapAB=*/false, cutlass::bfloat16_t>;
@@ -26,6 +33,7 @@ using SmallGemm16 = sm90::GroupedGemm<cutlass::bfloat16_t, SmallConfig, /*SwapAB
 
 size_t sm90_grouped_gemm_bf16_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
+                   PingpongGemm::workspace_bytes(groups, sm_count),
                    LargeGemm16::workspace_bytes(groups, sm_count), SmallGemm16::workspace_bytes(groups, sm_count)});
 }
 
@@ -36,6 +44,8 @@ void sm90_grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
     else LargeGemm16::run(args, stream);
   } else if (small) {
     SmallGemm::run(args, stream);
+  } else if (sm90_use_pingpong_config(args)) {
+    PingpongGemm::run(args, stream);
   } else {
     LargeGemm::run(args, stream);
   }

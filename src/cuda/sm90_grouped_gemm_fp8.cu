@@ -1,8 +1,9 @@
 // SM90 grouped GEMM instances for e4m3 x e4m3 operands (formats fp8-tensor and fp8-channel:
 // their per-tensor / per-channel / per-token scales are applied by the next stage, so these
 // instances serve both). See sm90_grouped_gemm.cuh.
-// Two instances (each about 100 s and 3 GB of compiler memory): a 128x128 tile for many rows
-// per expert, and a swap-AB 128x64 tile for few (sm90_use_small_config in grouped_gemm.hpp).
+// Instances: a cooperative 128x128 tile for many rows per expert, a pingpong 128x128 tile for many
+// rows and short K (sm90_use_pingpong_config), and a swap-AB 128x64 tile for few rows
+// (sm90_use_small_config in grouped_gemm.hpp); the first and last also with a bf16 D.
 #include <algorithm>
 
 #include "cuda/sm90_grouped_gemm.cuh"
@@ -10,17 +11,25 @@
 namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
-// Not the FP8FastAccum schedule: the default one promotes the wgmma partial sums into fp32
-// registers every few k-blocks, which keeps long-K sums accurate against the fp64 oracle.
+// The 128x128 (large-M, compute-bound) configs use FP8FastAccum: wgmma accumulates a whole K tile
+// chain without promoting the partial sums into separate fp32 registers every few k-blocks
+// (measured accuracy in NOTES.md). The swap-AB small config (weight streaming) keeps the
+// promoting default schedule: it is bound by the weight loads, not by the MMAs.
 // Cooperative: two consumer warpgroups split the 128-row tile. 128-deep K tiles of fp8 are
 // one 128-byte swizzle row.
 using LargeConfig = sm90::TileConfig<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
-                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+// Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
+// (large-M GEMMs with short K, sm90_use_pingpong_config).
+using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
+                                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
+                                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _128>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, PingpongConfig, /*SwapAB=*/false>;
 using SmallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*SwapAB=*/true>;
 // bf16 D (GroupedGemmArgs::d_bf16): the same kernels with a bf16 epilogue store.
 using LargeGemm16 = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false, cutlass::bfloat16_t>;
@@ -29,6 +38,7 @@ using SmallGemm16 = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*Swap
 
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
+                   PingpongGemm::workspace_bytes(groups, sm_count),
                    LargeGemm16::workspace_bytes(groups, sm_count), SmallGemm16::workspace_bytes(groups, sm_count)});
 }
 
@@ -39,6 +49,8 @@ void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream) {
     else LargeGemm16::run(args, stream);
   } else if (small) {
     SmallGemm::run(args, stream);
+  } else if (sm90_use_pingpong_config(args)) {
+    PingpongGemm::run(args, stream);
   } else {
     LargeGemm::run(args, stream);
   }

@@ -122,5 +122,24 @@ TEST_P(LargeGpu, MatchesOracle) {
 INSTANTIATE_TEST_SUITE_P(Formats, LargeGpu, ::testing::Range(0, 6),
                          [](const ::testing::TestParamInfo<int>& info) { return std::string(kFormats[info.param].name); });
 
+// Long K (> 1024) with > 64 rows per expert: the cooperative large config (FP8FastAccum for
+// fp8) and the K <= 1024 pingpong config of GEMM2 in one layer.
+class LongKGpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(LongKGpu, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  Case c = make_case(kFormats[GetParam()], kActs[0], 0);
+  c.M = 600;
+  c.K = 2048;
+  c.N = 256;
+  c.E = 4;
+  c.topk = 2;
+  c.seed += 11;
+  check_case(c);
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, LongKGpu, ::testing::Range(0, 6),
+                         [](const ::testing::TestParamInfo<int>& info) { return std::string(kFormats[info.param].name); });
+
 }  // namespace
 }  // namespace fusedmoe::gputest
