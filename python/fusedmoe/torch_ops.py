@@ -34,7 +34,7 @@ from typing import Any, Optional, Union
 
 import torch
 
-from ._layer import LayerConfig, cached_layer
+from ._layer import WEIGHT_NAMES, LayerConfig, cached_layer
 
 __all__ = ["available", "config_string", "fused_moe", "fused_moe_out", "fused_moe_masked"]
 
@@ -79,15 +79,17 @@ def _parse_config(text: str) -> LayerConfig:
     return LayerConfig(**kwargs)
 
 
+def _cached(cfg: LayerConfig, *weights):
+    """The cached layer of these weight tensors, given in WEIGHT_NAMES order (the ops' schema order)."""
+    return cached_layer(cfg, dict(zip(WEIGHT_NAMES, weights)))
+
+
 def _run(output: Optional[torch.Tensor], hidden_states, topk_ids, topk_weights, w13_weight, w2_weight,
          w13_weight_scale, w2_weight_scale, w13_weight_scale_2, w2_weight_scale_2, w13_input_scale, w2_input_scale,
          w13_bias, w2_bias, expert_map, config, apply_router_weight_on_input) -> torch.Tensor:
     cfg = _parse_config(config)
-    weights = dict(w13_weight=w13_weight, w2_weight=w2_weight, w13_weight_scale=w13_weight_scale,
-                   w2_weight_scale=w2_weight_scale, w13_weight_scale_2=w13_weight_scale_2,
-                   w2_weight_scale_2=w2_weight_scale_2, w13_input_scale=w13_input_scale,
-                   w2_input_scale=w2_input_scale, w13_bias=w13_bias, w2_bias=w2_bias)
-    layer = cached_layer(cfg, weights)
+    layer = _cached(cfg, w13_weight, w2_weight, w13_weight_scale, w2_weight_scale, w13_weight_scale_2,
+                    w2_weight_scale_2, w13_input_scale, w2_input_scale, w13_bias, w2_bias)
     if output is None:
         output = torch.empty(hidden_states.shape, dtype=hidden_states.dtype, device=hidden_states.device)
     layer(hidden_states, topk_ids, topk_weights, expert_map=expert_map,
@@ -182,11 +184,8 @@ def _run_masked(hidden_states, expert_num_tokens, w13_weight, w2_weight, w13_wei
                 w13_weight_scale_2, w2_weight_scale_2, w13_input_scale, w2_input_scale, w13_bias, w2_bias,
                 hidden_states_scale, config, out_dtype) -> torch.Tensor:
     cfg = _parse_config(config)
-    weights = dict(w13_weight=w13_weight, w2_weight=w2_weight, w13_weight_scale=w13_weight_scale,
-                   w2_weight_scale=w2_weight_scale, w13_weight_scale_2=w13_weight_scale_2,
-                   w2_weight_scale_2=w2_weight_scale_2, w13_input_scale=w13_input_scale,
-                   w2_input_scale=w2_input_scale, w13_bias=w13_bias, w2_bias=w2_bias)
-    layer = cached_layer(cfg, weights)
+    layer = _cached(cfg, w13_weight, w2_weight, w13_weight_scale, w2_weight_scale, w13_weight_scale_2,
+                    w2_weight_scale_2, w13_input_scale, w2_input_scale, w13_bias, w2_bias)
     output = torch.empty(hidden_states.shape, dtype=_masked_out_dtype(hidden_states, out_dtype),
                          device=hidden_states.device)
     layer.run_masked(hidden_states, expert_num_tokens, output=output, hidden_states_scale=hidden_states_scale)
