@@ -145,7 +145,6 @@ class CpuBackend final : public BackendImpl {
                     const std::vector<int64_t>& expert_of_block, const std::vector<int64_t>& block_col,
                     const T* in, int64_t in_cols, T* out, int64_t out_cols) const {
     constexpr int64_t kCols = 16;
-    (void)expert_of_block;
     cpu::parallel_for(static_cast<int64_t>(block_col.size()), threads_, [&](int64_t task) {
       const int64_t e = expert_of_block[task];
       const int64_t j0 = block_col[task];

@@ -36,8 +36,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Encodes one matrix [E, rows, cols] into `w` (and its scales) for the format.
 void encode_matrix(const QuantizeOptions& o, const float* src, int64_t E, int64_t rows, int64_t cols,
-                   const std::string& prefix, LayerFile& out, std::vector<int64_t>* progress_counter) {
-  (void)progress_counter;
+                   const std::string& prefix, LayerFile& out) {
   const int64_t per = rows * cols;
   auto& t = out.tensors;
   const std::string wname = prefix + "_weight", sname = prefix + "_weight_scale";
@@ -173,9 +172,9 @@ LayerFile quantize_layer(const FloatLayer& l, const QuantizeOptions& o) {
   out.num_experts = E;
   out.hidden = K;
   out.inter = N;
-  encode_matrix(o, l.w13.data(), E, R, K, "w13", out, nullptr);
+  encode_matrix(o, l.w13.data(), E, R, K, "w13", out);
   if (o.progress) o.progress(1, 2, o.progress_user);
-  encode_matrix(o, l.w2.data(), E, K, N, "w2", out, nullptr);
+  encode_matrix(o, l.w2.data(), E, K, N, "w2", out);
   if (o.progress) o.progress(2, 2, o.progress_user);
   if (!l.w13_bias.empty()) {
     out.tensors["w13_bias"] = HostTensor(DType::F32, {E, R});
