@@ -14,6 +14,7 @@ __device__ __forceinline__ float dequant_scale(const Dequant& dq, int64_t r, int
   switch (dq.kind) {
     case Dequant::TENSOR: return tensor_scale_value(dq.a_tensor) * dq.w[e];
     case Dequant::CHANNEL: return dq.a_row[r] * dq.w[e * cols + col];
+    case Dequant::GENERIC: return generic_factor(dq, r, e);
     default: return 1.0f;
   }
 }
@@ -102,6 +103,18 @@ __global__ void activation_kernel(ActivationParams p) {
       return;
     }
     case Fp8Quant::BLOCK: return;  // activation_block_kernel
+    case Fp8Quant::NVFP4: {  // whole row (gridDim.y == 1), one thread per 16-wide block
+      const float gs = 1.0f / p.nvfp4_input_scale[e];
+      for (int64_t b = threadIdx.x; b < p.N / 16; b += blockDim.x) {
+        float v[16];
+#pragma unroll
+        for (int j = 0; j < 16; ++j) v[j] = act_value(p, r, e, b * 16 + j);
+        nvfp4_block_values(v, gs);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) store_operand(p.out, p.op, base + b * 16 + j, v[j]);
+      }
+      return;
+    }
     case Fp8Quant::ROW: {
       float m = 0.0f;
       for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) {
@@ -111,8 +124,8 @@ __global__ void activation_kernel(ActivationParams p) {
       }
       const float s = scale_from_amax(block_max(m));
       if (threadIdx.x == 0) p.row_scale[r] = s;
-      uint8_t* q = static_cast<uint8_t*>(p.out);
-      for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) q[base + n] = quant_row(p.staging[base + n], s);
+      for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x)
+        store_row_code(p.out, p.op, base + n, quant_row(p.staging[base + n], s));
       return;
     }
   }
@@ -158,8 +171,8 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
     load4_as_float(p.h, p.h_dtype, r * p.R + gi, g);
     load4_as_float(p.h, p.h_dtype, r * p.R + ui, u);
     const int64_t e = __ldg(p.row_expert + r);
-    if (p.dq.kind == Dequant::TENSOR) {
-      const float ds = a_tensor * p.dq.w[e];
+    if (p.dq.kind == Dequant::TENSOR || p.dq.kind == Dequant::GENERIC) {
+      const float ds = p.dq.kind == Dequant::TENSOR ? a_tensor * p.dq.w[e] : generic_factor(p.dq, r, e);
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
         g[q] *= ds;
@@ -204,7 +217,7 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
-  const bool whole_row = p.quant == Fp8Quant::ROW;
+  const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
   const int threads = whole_row ? whole_row_threads(max_rows, p.N) : (p.N >= 1024 ? 256 : 128);
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.N));
   if (p.quant == Fp8Quant::TENSOR_DYNAMIC) FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(float), stream));

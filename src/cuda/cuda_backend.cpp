@@ -15,6 +15,7 @@
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/moe_kernels.hpp"
 #include "cuda/api_kernels.hpp"
+#include "cuda/w4_gemm.hpp"
 #include "fusedmoe/error.hpp"
 
 namespace fusedmoe::detail {
@@ -66,12 +67,10 @@ struct Buffers {
   float* amax1 = nullptr;        // fp8-tensor dynamic scales (amax as float bits)
   float* amax2 = nullptr;
   void* gemm_ws = nullptr;       // shared by both GEMMs (they run one after the other)
+  void* w4_decoded = nullptr;    // 4-bit formats, dequant way: decoded weights of a chunk of experts
 };
 
-bool is_cuda_format(Format f) {
-  return f == Format::BF16 || f == Format::FP16 || f == Format::FP32 || f == Format::FP8_TENSOR ||
-         f == Format::FP8_CHANNEL || f == Format::FP8_BLOCK;
-}
+bool is_w4_format(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || f == Format::NVFP4; }
 
 int64_t block_groups(int64_t cols) { return (cols + 127) / 128; }
 
@@ -93,9 +92,10 @@ class CudaBackend final : public BackendImpl {
       throw Error("CUDA backend: needs a Hopper GPU (compute capability 9.0, sm_90a); cuda:" + std::to_string(device_) +
                   " (" + prop.name + ") has " + std::to_string(prop.major) + "." + std::to_string(prop.minor));
     sm_count_ = prop.multiProcessorCount;
-    supported_ = is_cuda_format(c.format);
-    if (!supported_) return;  // can_implement() refuses with the reason
-
+    if (is_w4_format(c.format)) {
+      init_w4(c, w);
+      return;
+    }
     switch (c.format) {
       case Format::BF16: op_ = Operand::BF16; break;
       case Format::FP16: op_ = Operand::FP16; break;
@@ -132,19 +132,15 @@ class CudaBackend final : public BackendImpl {
   }
 
   size_t workspace_size(int64_t max_tokens, int64_t topk) const override {
-    if (!supported_ || !block_refusal_.empty() || max_tokens == 0) return 0;
+    if (!block_refusal_.empty() || max_tokens == 0) return 0;
     size_t total = 0;
     carve(nullptr, max_tokens, topk, &total);
     return total;
   }
 
   Support can_implement(const Problem& p) const override {
-    if (!supported_)
-      return {false, std::string("format ") + format_name(config_.format) +
-                         " is not implemented by the CUDA backend yet (supported: bf16, fp16, fp32, fp8-tensor, "
-                         "fp8-channel, fp8-block); the CPU backend runs it"};
     if (!block_refusal_.empty()) return {false, block_refusal_};
-    if (op_ != Operand::FP32 && quant1_ != Fp8Quant::BLOCK && !sm90_gemm_built(op_))
+    if (!w4_ && op_ != Operand::FP32 && quant1_ != Fp8Quant::BLOCK && !sm90_gemm_built(op_))
       return {false, std::string("the ") + (op_ == Operand::FP8 ? "fp8" : op_ == Operand::BF16 ? "bf16" : "fp16") +
                          " GEMM kernels were left out of this build (FUSEDMOE_SKIP_GPU_FORMATS)"};
     if (p.num_experts > kMaxExperts)
@@ -194,7 +190,7 @@ class CudaBackend final : public BackendImpl {
   size_t masked_front_bytes(int64_t rows) const { return 2 * align_up(static_cast<size_t>(rows) * 4); }
 
   size_t masked_workspace_size(int64_t T) const override {
-    if (!supported_ || !block_refusal_.empty() || T == 0) return 0;
+    if (!block_refusal_.empty() || T == 0) return 0;
     const int64_t rows = shape_.num_experts * T;
     return masked_front_bytes(rows) + workspace_size(rows, 1);
   }
@@ -248,7 +244,7 @@ class CudaBackend final : public BackendImpl {
 
   // ---- warm-up: one run per kernel configuration of the range on zero-filled scratch inputs ----
   void warmup(int64_t max_tokens, int64_t topk, void* stream_ptr) const override {
-    if (!supported_ || !block_refusal_.empty() || max_tokens == 0) return;
+    if (!block_refusal_.empty() || max_tokens == 0) return;
     DeviceGuard guard(device_);
     cudaStream_t stream = static_cast<cudaStream_t>(stream_ptr);
     const int64_t E = shape_.num_experts, K = shape_.hidden;
@@ -383,6 +379,7 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::ROW || quant2_ == Fp8Quant::TENSOR_DYNAMIC) b.staging = static_cast<float*>(take(s * N * 4));
     b.y = static_cast<float*>(take(s * K * 4));
     b.gemm_ws = take(gemm_ws_bytes_);
+    if (w4_ && w4_dequant_way(slots)) b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
     *total = off;
     return b;
   }
@@ -423,6 +420,7 @@ class CudaBackend final : public BackendImpl {
     gp.quant = quant1_;
     gp.row_scale = b.row_scale1;
     gp.block = {b.block_scale1, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
+    if (quant1_ == Fp8Quant::NVFP4) gp.nvfp4_input_scale = weights_.w13_input_scale.ptr<const float>();
     TensorScale scale1;
     if (quant1_ == Fp8Quant::TENSOR_STATIC) scale1 = {weights_.w13_input_scale.ptr<const float>(), false};
     if (quant1_ == Fp8Quant::TENSOR_DYNAMIC) {
@@ -472,7 +470,8 @@ class CudaBackend final : public BackendImpl {
     const bool inter16 = kBf16Intermediates && act_dtype == DType::BF16 && path1_ == GemmPath::SM90_TMA && path2_ == GemmPath::SM90_TMA &&
                          (op_ == Operand::BF16 || op_ == Operand::FP8) && R % 8 == 0 && K % 8 == 0;
     g1.d_bf16 = inter16;
-    run_grouped_gemm(g1, path1_, stream);
+    if (w4_) run_w4_gemm(g1, w4_weights(true), b.w4_decoded, stream);
+    else run_grouped_gemm(g1, path1_, stream);
     mark(2);
 
     // ---- activation ----
@@ -489,7 +488,8 @@ class CudaBackend final : public BackendImpl {
     ap.alpha = config_.swiglu_alpha;
     ap.limit = config_.swiglu_limit;
     ap.bias = weights_.w13_bias.present() ? weights_.w13_bias.ptr<const float>() : nullptr;
-    ap.dq = dequant(weights_.w13_weight_scale, scale1, b.row_scale1);
+    ap.dq = dequant(weights_.w13_weight_scale, scale1, b.row_scale1, weights_.w13_weight_scale_2,
+                    weights_.w13_input_scale);
     ap.act_dtype = act_dtype;
     ap.out = b.a2;
     ap.op = op_;
@@ -502,6 +502,7 @@ class CudaBackend final : public BackendImpl {
     ap.staging = b.staging;
     ap.row_scale = b.row_scale2;
     ap.block = {b.block_scale2, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
+    if (quant2_ == Fp8Quant::NVFP4) ap.nvfp4_input_scale = weights_.w2_input_scale.ptr<const float>();
     launch_activation(ap, slots, stream);
     mark(3);
 
@@ -514,7 +515,8 @@ class CudaBackend final : public BackendImpl {
     g2.k = N;
     g2.a_scale = b.block_scale2;
     g2.b_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
-    run_grouped_gemm(g2, path2_, stream);
+    if (w4_) run_w4_gemm(g2, w4_weights(false), b.w4_decoded, stream);
+    else run_grouped_gemm(g2, path2_, stream);
     mark(4);
 
     // ---- finalize ----
@@ -529,16 +531,29 @@ class CudaBackend final : public BackendImpl {
     fp.topk_weights = tw;
     fp.on_input = args.apply_router_weight_on_input;
     fp.bias = weights_.w2_bias.present() ? weights_.w2_bias.ptr<const float>() : nullptr;
-    fp.dq = dequant(weights_.w2_weight_scale, scale2, b.row_scale2);
+    fp.dq = dequant(weights_.w2_weight_scale, scale2, b.row_scale2, weights_.w2_weight_scale_2,
+                    weights_.w2_input_scale);
     fp.out = args.output.data;
     fp.out_dtype = args.output.dtype;
     launch_finalize(fp, stream);
     mark(5);
   }
 
-  // The GEMM output scale of the fp8 formats: activation scale x weight scale.
-  Dequant dequant(const TensorView& w_scale, const TensorScale& a_tensor, const float* a_row) const {
+  // The GEMM output scale of the fp8 formats: activation scale x weight scale; of the 4-bit
+  // formats: the per-row fp8 activation scale, the nvfp4 activation input scale (1 / gs) and the
+  // nvfp4 weight scale_2 (the block scales are inside the GEMM).
+  Dequant dequant(const TensorView& w_scale, const TensorScale& a_tensor, const float* a_row, const TensorView& w_scale_2,
+                  const TensorView& input_scale) const {
     Dequant d;
+    if (w4_) {
+      d.kind = Dequant::GENERIC;
+      d.a_row = a_row;
+      if (config_.format == Format::NVFP4) {
+        d.w_expert = w_scale_2.ptr<const float>();
+        if (config_.act_dtype == ActDtype::NVFP4) d.a_expert = input_scale.ptr<const float>();
+      }
+      return d;
+    }
     if (config_.format == Format::FP8_TENSOR) {
       d.kind = Dequant::TENSOR;
       d.a_tensor = a_tensor;
@@ -551,12 +566,74 @@ class CudaBackend final : public BackendImpl {
     return d;
   }
 
+  // ---- 4-bit formats (w4_gemm.hpp) ----
+  void init_w4(const LayerConfig& c, const LayerWeights& w) {
+    w4_ = true;
+    op_ = c.format == Format::W4A8_INT4 ? Operand::FP16 : Operand::BF16;
+    if (c.format == Format::W4A8_INT4 || c.act_dtype == ActDtype::FP8) quant1_ = quant2_ = Fp8Quant::ROW;
+    else if (c.act_dtype == ActDtype::NVFP4) quant1_ = quant2_ = Fp8Quant::NVFP4;
+    const char* why = nullptr;
+    if (!w4_shape_ok(w4_weights(true), &why) || !w4_shape_ok(w4_weights(false), &why)) {
+      block_refusal_ = std::string(why) + " (hidden " + std::to_string(shape_.hidden) + ", intermediate " +
+                       std::to_string(shape_.inter) + "); the CPU backend runs it";
+      return;
+    }
+    // The dequant way needs the SM90 16-bit GEMM; without it (FUSEDMOE_SKIP_GPU_FORMATS) every
+    // batch size runs the mma kernel (correct, slower at large batches).
+    w4_cutlass_ = sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, shape_.w13_rows, shape_.hidden, w.w13_weight.data) &&
+                  sm90_gemm_shape_ok(op_, shape_.hidden, shape_.inter, w.w2_weight.data);
+    const int E = static_cast<int>(shape_.num_experts);
+    w4_expert_bytes_ = static_cast<size_t>(std::max(shape_.w13_rows * shape_.hidden, shape_.hidden * shape_.inter)) * 2;
+    w4_chunk_experts_ = std::clamp<size_t>(kW4DequantBudget / w4_expert_bytes_, 1, static_cast<size_t>(E));
+    if (w4_cutlass_)
+      gemm_ws_bytes_ = grouped_gemm_workspace_bytes(op_, GemmPath::SM90_TMA, static_cast<int>(w4_chunk_experts_), sm_count_);
+  }
+
+  W4Weights w4_weights(bool gemm1) const {
+    const TensorView& wt = gemm1 ? weights_.w13_weight : weights_.w2_weight;
+    const TensorView& sc = gemm1 ? weights_.w13_weight_scale : weights_.w2_weight_scale;
+    W4Weights w;
+    w.format = config_.format;
+    w.uint4b8 = config_.int4_encoding == Int4Encoding::UINT4B8;
+    w.swizzled = config_.weight_scale_layout == ScaleLayout::SWIZZLED_128x4;
+    w.w = static_cast<const uint8_t*>(wt.data);
+    w.scale = sc.data;
+    w.n = gemm1 ? shape_.w13_rows : shape_.hidden;
+    w.k = gemm1 ? shape_.hidden : shape_.inter;
+    return w;
+  }
+
+  bool w4_dequant_way(int64_t slots) const {
+    return w4_cutlass_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts));
+  }
+
+  // One 4-bit GEMM: the mma kernel, or chunk by chunk of experts: decode, then the SM90 GEMM.
+  void run_w4_gemm(const GroupedGemmArgs& g, const W4Weights& w, void* decoded, cudaStream_t stream) const {
+    if (!w4_dequant_way(g.max_rows)) {
+      w4_mma_grouped_gemm(w, g.a, g.d, g.groups, g.expert_offsets, g.max_rows, stream);
+      return;
+    }
+    const int E = g.groups, chunk = static_cast<int>(w4_chunk_experts_);
+    for (int e0 = 0; e0 < E; e0 += chunk) {
+      const int count = std::min(chunk, E - e0);
+      w4_dequantize_weights(w, e0, count, g.expert_offsets, decoded, stream);
+      GroupedGemmArgs c = g;
+      c.b = decoded;
+      c.groups = count;
+      c.expert_offsets = g.expert_offsets + e0;
+      run_grouped_gemm(c, GemmPath::SM90_TMA, stream);
+    }
+  }
+
+  bool w4_ = false;
+  bool w4_cutlass_ = false;
+  size_t w4_expert_bytes_ = 0, w4_chunk_experts_ = 0;
+
   LayerConfig config_;
   LayerWeights weights_;
   LayerShape shape_;
   int device_ = 0;
   int sm_count_ = 0;
-  bool supported_ = false;
   std::string block_refusal_;  // fp8-block: why this layer cannot run here (empty: it can)
   Operand op_ = Operand::BF16;
   Fp8Quant quant1_ = Fp8Quant::NONE, quant2_ = Fp8Quant::NONE;

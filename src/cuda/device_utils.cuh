@@ -278,4 +278,53 @@ __device__ __forceinline__ uint32_t pack4_e4m3(uint8_t a, uint8_t b, uint8_t c, 
          (static_cast<uint32_t>(d) << 24);
 }
 
+// ---- the 4-bit formats' operand values (w4_gemm.hpp) ----
+
+__device__ __forceinline__ float e4m3_value(uint8_t code) {
+  const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+  return __half2float(__half(hr));
+}
+
+// A per-row (ROW) e4m3 code stored in the GEMM operand: the byte for fp8 operands, its exact
+// value for the 16-bit operands of the 4-bit formats.
+__device__ __forceinline__ void store_row_code(void* p, Operand op, int64_t i, uint8_t code) {
+  if (op == Operand::FP8) static_cast<uint8_t*>(p)[i] = code;
+  else store_operand(p, op, i, e4m3_value(code));
+}
+
+// e2m1 RNE code of x as the CPU's float_to_e2m1 (the count of decision points at or below |x|;
+// NaN -> +6) and the value of a code.
+__device__ __forceinline__ uint32_t to_e2m1(float x) {
+  const uint32_t u = __float_as_uint(x), a = u & 0x7fffffffu;
+  const uint32_t code = (a > 0x3e800000u) + (a >= 0x3f400000u) + (a > 0x3fa00000u) + (a >= 0x3fe00000u) +
+                        (a > 0x40200000u) + (a >= 0x40600000u) + (a > 0x40a00000u);
+  const uint32_t sign = (a > 0x7f800000u) ? 0u : ((u >> 28) & 0x8u);
+  return sign | code;
+}
+__device__ __forceinline__ float e2m1_value(uint32_t code) {
+  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
+  const float v = mag[code & 7u];
+  return (code & 8u) ? -v : v;
+}
+
+// nvfp4 activation quantisation of one 16-wide block, as the CPU's quantize_nvfp4 with global
+// scale gs: v in, the dequantised-without-gs values e2m1 * sf out (exact in bf16).
+__device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) m = fmaxf(m, abs_for_amax(v[i]));
+  const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
+#pragma unroll
+  for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
+}
+
+// The GENERIC dequant factor of row r (expert e).
+__device__ __forceinline__ float generic_factor(const Dequant& dq, int64_t r, int64_t e) {
+  float f = 1.0f;
+  if (dq.a_row) f *= dq.a_row[r];
+  if (dq.a_expert) f *= dq.a_expert[e];
+  if (dq.w_expert) f *= dq.w_expert[e];
+  return f;
+}
+
 }  // namespace fusedmoe::cuda

@@ -30,6 +30,7 @@ __global__ void finalize_kernel(FinalizeParams p) {
       float a = 1.0f;
       if (r >= 0 && p.dq.kind == Dequant::TENSOR) a = tensor_scale_value(p.dq.a_tensor);
       if (r >= 0 && p.dq.kind == Dequant::CHANNEL) a = p.dq.a_row[r];
+      if (r >= 0 && p.dq.kind == Dequant::GENERIC) a = generic_factor(p.dq, r, p.row_expert[r]);
       ascale_s[k] = a;
     }
     __syncthreads();
@@ -43,6 +44,7 @@ __global__ void finalize_kernel(FinalizeParams p) {
         float y = load_as_float(p.y, p.y_dtype, static_cast<int64_t>(r) * p.K + c);
         if (p.dq.kind == Dequant::TENSOR) y *= ascale_s[k] * p.dq.w[e];
         if (p.dq.kind == Dequant::CHANNEL) y *= ascale_s[k] * p.dq.w[e * p.K + c];
+        if (p.dq.kind == Dequant::GENERIC) y *= ascale_s[k];
         if (p.bias) y += p.bias[e * p.K + c];
         acc += weights_s[k] * y;
       }
@@ -82,11 +84,13 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
         float a = 1.0f;
         if (p.dq.kind == Dequant::TENSOR) a = a_tensor;
         if (p.dq.kind == Dequant::CHANNEL) a = __ldg(p.dq.a_row + r[j]);
+        if (p.dq.kind == Dequant::GENERIC) a = generic_factor(p.dq, r[j], e);
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           float yv = y[j][q];
           if (p.dq.kind == Dequant::TENSOR) yv *= a * p.dq.w[e];
           if (p.dq.kind == Dequant::CHANNEL) yv *= a * p.dq.w[e * p.K + c + q];
+          if (p.dq.kind == Dequant::GENERIC) yv *= a;
           if (p.bias) yv += p.bias[e * p.K + c + q];
           acc[q] += w * yv;
         }

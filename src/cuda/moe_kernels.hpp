@@ -28,7 +28,12 @@ enum class Fp8Quant : uint8_t {
   ROW,             // per row: s = max(amax_row, 1e-10) / 448
   BLOCK,           // fp8-block: per row and 128-wide column group, s = max(amax_group, 1e-10) / 448
                    // (rounded up to 2^k with fp8_block_ue8m0); scales in the GEMM's layout
+  NVFP4,           // nvfp4 W4A4 (not fp8): per 16-wide block with the expert's global scale gs =
+                   // 1 / input_scale[e]: sf = e4m3(gs * amax / 6), q = e2m1(x * gs / sf); the
+                   // operand holds e2m1(q) * sf as bf16 (exact), 1 / gs is applied after the GEMM
 };
+// ROW with a 16-bit operand (the 4-bit formats, w4_gemm.hpp): the e4m3 code's value is stored
+// as bf16 / fp16 (exact) instead of the code byte.
 
 // fp8-block activation scales (BLOCK): the group scales of the rows of one expert form a
 // column-major [groups, rows_e] block starting at float row0 * groups (row0 = the expert's first
@@ -82,7 +87,8 @@ struct GatherParams {
   Fp8Quant quant = Fp8Quant::NONE;
   TensorScale scale;             // TENSOR_*
   float* row_scale = nullptr;    // ROW: [rows] output scales
-  BlockScaleOut block;           // BLOCK
+  BlockScaleOut block;           // BLOCK (row_expert is set for every mode)
+  const float* nvfp4_input_scale = nullptr;  // NVFP4: [E]
 };
 // Dynamic per-tensor scale of GEMM1's operand: amax of hidden_states (all M rows), or of the
 // router-weighted rows when on_input. *amax_bits must be zeroed first (launcher does it).
@@ -92,10 +98,13 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
 // ---------------------------------------------------------------- activation.cu
 struct Dequant {
   // GEMM output (r, c) of expert e is multiplied by a(r) * w(e, c) (fp8 formats only).
-  enum Kind : uint8_t { NONE, TENSOR, CHANNEL } kind = NONE;
+  // GENERIC (4-bit formats): a_row[r] * a_expert[e] * w_expert[e], each factor 1 when null.
+  enum Kind : uint8_t { NONE, TENSOR, CHANNEL, GENERIC } kind = NONE;
   TensorScale a_tensor;              // TENSOR: activation scale
-  const float* a_row = nullptr;      // CHANNEL: [rows] activation scales
+  const float* a_row = nullptr;      // CHANNEL, GENERIC: [rows] activation scales
   const float* w = nullptr;          // TENSOR: [E]; CHANNEL: [E, cols]
+  const float* a_expert = nullptr;   // GENERIC: [E] (nvfp4 activation input_scale)
+  const float* w_expert = nullptr;   // GENERIC: [E] (nvfp4 weight scale_2)
 };
 
 struct ActivationParams {
@@ -119,6 +128,7 @@ struct ActivationParams {
   float* staging = nullptr;    // TENSOR_DYNAMIC / ROW: [rows, N] rounded activation output
   float* row_scale = nullptr;  // ROW: [rows] output scales
   BlockScaleOut block;         // BLOCK
+  const float* nvfp4_input_scale = nullptr;  // NVFP4: [E]
 };
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream);
 

@@ -226,12 +226,23 @@ __global__ void gather_kernel(GatherParams p) {
   }
   uint8_t* q = static_cast<uint8_t*>(p.out);
   float s;
-  if (p.quant == Fp8Quant::ROW) {
+  if (p.quant == Fp8Quant::NVFP4) {  // whole row (gridDim.y == 1), one thread per 16-wide block
+    const float gs = 1.0f / p.nvfp4_input_scale[p.block.row_expert[r]];
+    for (int64_t b = threadIdx.x; b < p.K / 16; b += blockDim.x) {
+      float v[16];
+#pragma unroll
+      for (int j = 0; j < 16; ++j) v[j] = gemm1_value(p, t, w, b * 16 + j);
+      nvfp4_block_values(v, gs);
+#pragma unroll
+      for (int j = 0; j < 16; ++j) store_operand(p.out, p.op, base + b * 16 + j, v[j]);
+    }
+  } else if (p.quant == Fp8Quant::ROW) {
     float m = 0.0f;
     for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) m = fmaxf(m, abs_for_amax(gemm1_value(p, t, w, k)));
     s = scale_from_amax(block_max(m));
     if (threadIdx.x == 0) p.row_scale[r] = s;
-    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) q[base + k] = quant_row(gemm1_value(p, t, w, k), s);
+    for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x)
+      store_row_code(p.out, p.op, base + k, quant_row(gemm1_value(p, t, w, k), s));
   } else {
     s = tensor_scale_value(p.scale);
     for (int64_t k = cr.begin + threadIdx.x; k < cr.end; k += blockDim.x) q[base + k] = quant_tensor(gemm1_value(p, t, w, k), s);
@@ -335,7 +346,7 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
-  const bool whole_row = p.quant == Fp8Quant::ROW;
+  const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.K));
   gather_kernel<<<grid, whole_row ? whole_row_threads(max_rows, p.K) : row_threads(p.K), 0, stream>>>(p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();

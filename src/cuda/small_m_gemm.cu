@@ -15,6 +15,7 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include "cuda/active_expert.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/grouped_gemm.hpp"
 
@@ -73,34 +74,6 @@ struct Chunk<Operand::FP8> {
   }
 };
 
-// The a-th expert (in expert order) that has rows, or -1. Block-wide (every thread calls it and
-// gets the result): blockDim.x experts are tested per step, all loads of a step in flight at
-// once (a warp-serial scan over 256 experts cost several microseconds of latency per block).
-__device__ __forceinline__ int active_expert(const int32_t* offsets, int groups, int a) {
-  __shared__ int warp_counts[kWarps];
-  __shared__ int found;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (threadIdx.x == 0) found = -1;
-  int seen = 0;
-  for (int base = 0; base < groups; base += kWarps * 32) {
-    const int e = base + static_cast<int>(threadIdx.x);
-    const bool has = e < groups && offsets[e + 1] > offsets[e];
-    const unsigned m = __ballot_sync(0xffffffffu, has);
-    if (lane == 0) warp_counts[warp] = __popc(m);
-    __syncthreads();
-    int before = seen, total = seen;
-    for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) before += warp_counts[w];
-      total += warp_counts[w];
-    }
-    if (has && before + __popc(m & ((1u << lane) - 1u)) == a) found = e;
-    __syncthreads();
-    if (total > a) break;  // uniform: every thread has the same total
-    seen = total;
-  }
-  return found;
-}
-
 template <Operand OP, bool kD16>
 __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t* __restrict__ a,
                                                                    const uint8_t* __restrict__ b, void* __restrict__ d,
@@ -108,7 +81,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
                                                                    const int32_t* __restrict__ offsets) {
   using C = Chunk<OP>;
   constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
-  const int e = active_expert(offsets, groups, blockIdx.y);
+  const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
   if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kWarpRows;

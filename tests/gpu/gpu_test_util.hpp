@@ -119,12 +119,19 @@ struct Case {
   int64_t M = 37, K = 256, N = 128, E = 8, topk = 2;
   uint64_t seed = 1;
   float w_gain = 1.0f;  // weights' std = w_gain / sqrt(fan-in)
+  // 4-bit formats
+  ActDtype act_dtype = ActDtype::BF16;  // mxfp4 / nvfp4 activations
+  bool swizzled = false;                // mxfp4 / nvfp4: 128x4-swizzled weight scales
+  bool uint4b8 = false;                 // w4a8: stored q + 8
 };
 
 inline float tolerance(const Case& c) {
   float tol = 1e-2f;
   if (c.format == Format::FP32) tol = c.hidden_dtype == DType::F32 ? 1e-5f : 2e-3f;
   if (c.format == Format::FP8_TENSOR || c.format == Format::FP8_CHANNEL || c.format == Format::FP8_BLOCK) tol = 5e-2f;
+  // Quantised activations (fp8 per token, nvfp4): a GEMM1 sum that rounds differently can move
+  // an activation across a quantisation boundary.
+  if (c.format == Format::W4A8_INT4 || c.act_dtype != ActDtype::BF16) tol = 5e-2f;
   return tol;
 }
 
@@ -133,7 +140,9 @@ inline std::string describe(const Case& c) {
                   " " + activation_name(c.act) + (c.interleaved ? "/interleaved" : "") + " " + gate_up_order_name(c.order) +
                   (c.bias ? " bias" : "") + (c.on_input ? " on_input" : "") + " x=" + dtype_name(c.hidden_dtype) +
                   " M=" + std::to_string(c.M) + " K=" + std::to_string(c.K) + " N=" + std::to_string(c.N) +
-                  " E=" + std::to_string(c.E) + " topk=" + std::to_string(c.topk) + " seed=" + std::to_string(c.seed);
+                  " E=" + std::to_string(c.E) + " topk=" + std::to_string(c.topk) + " seed=" + std::to_string(c.seed) +
+                  (c.format == Format::MXFP4 || c.format == Format::NVFP4 ? std::string(" act=") + act_dtype_name(c.act_dtype) : "") +
+                  (c.swizzled ? " swizzled" : "") + (c.uint4b8 ? " uint4b8" : "");
   return s;
 }
 
@@ -153,7 +162,30 @@ inline LayerFile make_layer(const Case& c) {
     q.fp8_w13_input_scale = 5.0f / 448.0f;  // |x| <= ~5 for unit normal inputs
     q.fp8_w2_input_scale = 4.0f / 448.0f;   // some activation outputs saturate: both sides must agree
   }
-  return quantize_layer(fl, q);
+  q.act_dtype = c.act_dtype;
+  if (c.act_dtype == ActDtype::NVFP4) {
+    q.nvfp4_w13_act_amax = 5.0f;
+    q.nvfp4_w2_act_amax = 4.0f;
+  }
+  LayerFile lf = quantize_layer(fl, q);
+  if (c.swizzled) {  // the same scales in the 128x4 layout, expert by expert
+    lf.config.weight_scale_layout = ScaleLayout::SWIZZLED_128x4;
+    for (const char* name : {"w13_weight_scale", "w2_weight_scale"}) {
+      HostTensor& t = lf.tensors.at(name);
+      const int64_t E = t.shape[0], rows = t.shape[1], cols = t.shape[2];
+      const size_t per = swizzled_scale_bytes(rows, cols);
+      HostTensor sw(t.dtype, {E, (rows + 127) / 128 * 128, (cols + 3) / 4 * 4});
+      for (int64_t e = 0; e < E; ++e)
+        swizzle_scales_128x4(t.data<uint8_t>() + e * rows * cols, rows, cols, sw.data<uint8_t>() + e * per);
+      t = sw;
+    }
+  }
+  if (c.uint4b8) {  // stored q + 8: flip the top bit of every nibble
+    lf.config.int4_encoding = Int4Encoding::UINT4B8;
+    for (const char* name : {"w13_weight", "w2_weight"})
+      for (uint8_t& b : lf.tensors.at(name).bytes) b ^= 0x88u;
+  }
+  return lf;
 }
 
 // Random inputs; ids drawn from [0, num_ids) (distinct per token while topk <= num_ids).

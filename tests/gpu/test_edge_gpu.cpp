@@ -201,22 +201,6 @@ TEST(EdgeGpu, RunTimedMatchesRun) {
   }
 }
 
-TEST(EdgeGpu, LaterFormatsAreRefusedWithAReason) {
-  FMOE_REQUIRE_GPU();
-  for (Format f : {Format::W4A8_INT4, Format::MXFP4, Format::NVFP4}) {
-    Case c = base_case(f, 121);
-    const LayerFile lf = make_layer(c);
-    DeviceLayer dl(lf);
-    Layer layer(lf.config, dl.weights);
-    const Inputs in = make_inputs(c, c.E);
-    DeviceRun run(layer, in);
-    const Support s = layer.can_implement(layer.validate(run.args));
-    EXPECT_FALSE(s.ok) << format_name(f);
-    EXPECT_NE(s.reason.find(format_name(f)), std::string::npos) << s.reason;
-    EXPECT_THROW(layer.run(run.args), NotImplemented);
-  }
-}
-
 TEST(EdgeGpu, WorkspaceTooSmallIsRejected) {
   FMOE_REQUIRE_GPU();
   Case c = base_case(Format::BF16, 131);

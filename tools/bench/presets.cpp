@@ -127,9 +127,10 @@ std::string FormatVariant::rate_class() const {
   switch (format) {
     case Format::BF16: case Format::FP16: return "bf16";
     case Format::FP32: return "fp32";
-    case Format::FP8_TENSOR: case Format::FP8_CHANNEL: case Format::FP8_BLOCK: case Format::W4A8_INT4: return "fp8";
-    case Format::MXFP4: return act_dtype == ActDtype::FP8 ? "fp8" : "bf16";
-    case Format::NVFP4: return "bf16";
+    case Format::FP8_TENSOR: case Format::FP8_CHANNEL: case Format::FP8_BLOCK: return "fp8";
+    // The 4-bit formats run on 16-bit tensor cores (w4_gemm.hpp: weights decoded exactly to
+    // bf16, or fp16 for w4a8 - the same dense rate on Hopper), whatever the activation type.
+    case Format::W4A8_INT4: case Format::MXFP4: case Format::NVFP4: return "bf16";
   }
   return "bf16";
 }

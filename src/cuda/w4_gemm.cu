@@ -1,0 +1,348 @@
+// 4-bit weight grouped GEMMs (design and numerics: w4_gemm.hpp).
+//
+// mma kernel. A warp owns 16 * MT weight rows (the MMA's M side) and 8 * NT tokens of one expert
+// (N side) and walks k in chunks of 128: lane (g = lane / 4, t = lane % 4) loads 16 bytes = 32
+// packed values of each of its rows (rows g and g + 8 of every 16-row tile) at k offset
+// chunk * 128 + t * 32, and 64 bytes = the same 32 activation values of token g of every 8-token
+// tile. A k-permutation inside the MMA is free as long as A and B use the same one: each 32-bit
+// word of packed weights (values k0..k7) decodes to the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7)
+// with a few shifts and masks, and the activations are permuted the same way with prmt.
+// Two k16 MMA steps per word. fp32 accumulators, one warp per output, fixed k order:
+// deterministic.
+//
+// Decoding (values exact, see w4_gemm.hpp):
+//   e2m1 -> bf16: sign to bit 15, the three exponent/mantissa bits to bits 8..6; read as bf16 that
+//     is the e2m1 value times 2^-126 (code 1 = 0.5 lands on a subnormal, exactly), so one
+//     multiply by 2^126 (bf16 multiplies keep subnormals) and one by the block scale.
+//   int4 -> fp16: (q + 8) | 0x6400 is the fp16 1024 + q + 8; minus 1032 is q; times the scale.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "cuda/active_expert.cuh"
+#include "cuda/cuda_check.hpp"
+#include "cuda/w4_gemm.hpp"
+#include "fusedmoe/error.hpp"
+
+namespace fusedmoe::cuda {
+namespace {
+
+enum Fmt : int { kInt4 = 0, kMx = 1, kNv = 2 };
+
+constexpr int kWarps = 4;
+
+struct Params {
+  const uint8_t* w;
+  const void* scale;
+  const uint16_t* a;
+  float* d;
+  int64_t n, k;
+  int groups;
+  const int32_t* offsets;
+  bool uint4b8, swizzled;
+};
+
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t r;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
+  return r;
+}
+
+__device__ __forceinline__ uint4 load_stream(const void* p) {
+  uint4 v;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+               : "l"(p));
+  return v;
+}
+
+__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
+  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
+  return *reinterpret_cast<uint32_t*>(&r);
+}
+
+__device__ __forceinline__ uint32_t f16x2_sub_mul(uint32_t a, uint32_t sub, uint32_t s) {
+  __half2 r = __hmul2(__hsub2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&sub)),
+                      *reinterpret_cast<__half2*>(&s));
+  return *reinterpret_cast<uint32_t*>(&r);
+}
+
+// Word of 8 packed values (k0 in the low nibble) -> pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7), each
+// the 16-bit decoded value x scale (s2: the scale in both halves).
+template <int F>
+__device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b8, uint32_t (&p)[4]) {
+  if constexpr (F == kInt4) {
+    if (!uint4b8) w ^= 0x88888888u;  // two's complement q -> q + 8
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = f16x2_sub_mul(((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u, 0x64086408u, s2);
+  } else {
+    constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u, kTwo126 = 0x7E807E80u;
+    const uint32_t raw[4] = {((w << 6) & kMag) | ((w << 12) & kSign), ((w << 2) & kMag) | ((w << 8) & kSign),
+                             ((w >> 2) & kMag) | ((w << 4) & kSign), ((w >> 6) & kMag) | (w & kSign)};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = bf16x2_mul(bf16x2_mul(raw[i], kTwo126), s2);
+  }
+}
+
+__device__ __forceinline__ int64_t swizzled_offset(int64_t m, int64_t kk, int64_t cols) {
+  const int64_t kt = (cols + 3) / 4;
+  return (m / 128) * (kt * 512) + (kk / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (kk % 4);
+}
+
+// The 16-bit scale (both halves) of row `row` of expert e for the values from k index kk on.
+template <int F>
+__device__ __forceinline__ uint32_t load_scale2(const Params& p, int64_t e, int64_t row, int64_t kk) {
+  if constexpr (F == kInt4) {
+    const uint16_t bits = static_cast<const uint16_t*>(p.scale)[(e * p.n + row) * (p.k / 128) + kk / 128];
+    const __half h = __float2half_rn(__uint_as_float(static_cast<uint32_t>(bits) << 16));
+    const uint32_t hb = __half_as_ushort(h);
+    return hb | (hb << 16);
+  } else {
+    constexpr int kBs = F == kMx ? 32 : 16;
+    const int64_t cols = p.k / kBs, b = kk / kBs;
+    const uint8_t* s = static_cast<const uint8_t*>(p.scale);
+    uint8_t code;
+    if (p.swizzled) {
+      const int64_t per_expert = ((p.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4);
+      code = s[e * per_expert + swizzled_offset(row, b, cols)];
+    } else {
+      code = s[(e * p.n + row) * cols + b];
+    }
+    uint32_t bits;
+    if constexpr (F == kMx) {
+      bits = code == 0xFF ? 0x7FC0u : (code == 0 ? 0x0040u : static_cast<uint32_t>(code) << 7);  // 2^(code-127)
+    } else {
+      const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
+      bits = __bfloat16_as_ushort(__float2bfloat16_rn(__half2float(__half(hr))));  // exact
+    }
+    return bits | (bits << 16);
+  }
+}
+
+template <int F>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (F == kInt4) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <int F, int MT, int NT>
+__global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
+  const int e = active_expert<kWarps>(p.offsets, p.groups, blockIdx.y);
+  if (e < 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * (16 * MT);
+  if (n0 >= p.n) return;
+  const int64_t row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
+  const int64_t chunks = (p.k + 127) / 128, half_k = p.k / 2;
+  const uint8_t* we = p.w + static_cast<int64_t>(e) * p.n * half_k;
+
+  for (int64_t tok0 = 0; tok0 < rows; tok0 += 8 * NT) {
+    float acc[MT][NT][4];
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+
+    // Weights and scales of chunk c + 1 are loaded before chunk c is multiplied (two chunks in
+    // flight per lane: the decode GEMMs are bound by the latency of these streams).
+    uint4 wq[MT][2], wn[MT][2];
+    uint32_t s2[MT][2][2], sn[MT][2][2];
+    auto load_chunk = [&](int64_t c, uint4 (&wv)[MT][2], uint32_t (&sv)[MT][2][2]) {
+      const int64_t kb = c * 128 + t * 32;
+      const bool kv = c < chunks && kb < p.k;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int64_t row = n0 + i * 16 + h * 8 + g;
+          const bool ok = kv && row < p.n;
+          wv[i][h] = ok ? load_stream(we + row * half_k + kb / 2) : make_uint4(0, 0, 0, 0);
+          sv[i][h][0] = ok ? load_scale2<F>(p, e, row, kb) : 0u;
+          sv[i][h][1] = (F == kNv && ok) ? load_scale2<F>(p, e, row, kb + 16) : sv[i][h][0];
+        }
+    };
+    load_chunk(0, wn, sn);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t kb = c * 128 + t * 32;
+      const bool kv = kb < p.k;
+#pragma unroll
+      for (int i = 0; i < MT; ++i)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          wq[i][h] = wn[i][h];
+          s2[i][h][0] = sn[i][h][0];
+          s2[i][h][1] = sn[i][h][1];
+        }
+      load_chunk(c + 1, wn, sn);
+      uint4 xa[NT][4];
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int64_t tok = tok0 + j * 8 + g;
+        const bool ok = kv && tok < rows;
+        const uint4* src = reinterpret_cast<const uint4*>(p.a + (row0 + tok) * p.k + kb);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xa[j][q] = ok ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
+        uint32_t pa[MT][2][4];
+#pragma unroll
+        for (int i = 0; i < MT; ++i)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const uint32_t word = q == 0 ? wq[i][h].x : q == 1 ? wq[i][h].y : q == 2 ? wq[i][h].z : wq[i][h].w;
+            decode_word<F>(word, s2[i][h][q >> 1], p.uint4b8, pa[i][h]);
+          }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const uint4 x = xa[j][q];
+          const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
+          const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
+#pragma unroll
+          for (int i = 0; i < MT; ++i) {
+            const uint32_t a0[4] = {pa[i][0][0], pa[i][1][0], pa[i][0][1], pa[i][1][1]};
+            const uint32_t a1[4] = {pa[i][0][2], pa[i][1][2], pa[i][0][3], pa[i][1][3]};
+            mma16816<F>(acc[i][j], a0, b04, b15);
+            mma16816<F>(acc[i][j], a1, b26, b37);
+          }
+        }
+      }
+    }
+    // C fragment: (weight row g / g + 8, tokens 2t / 2t + 1).
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int64_t col = n0 + i * 16 + g + (q >= 2 ? 8 : 0);
+          const int64_t tok = tok0 + j * 8 + 2 * t + (q & 1);
+          if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc[i][j][q];
+        }
+  }
+}
+
+// One thread per packed word (8 values) of the experts [e0, e0 + count) that have rows.
+template <int F>
+__global__ void w4_dequant_kernel(Params p, int e0, int count, uint16_t* out) {
+  const int64_t words_per_row = p.k / 8, words_per_expert = p.n * words_per_row;
+  const int64_t total = static_cast<int64_t>(count) * words_per_expert;
+  for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
+       it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t el = it / words_per_expert, e = e0 + el;
+    if (p.offsets[e + 1] == p.offsets[e]) continue;
+    const int64_t rem = it - el * words_per_expert, row = rem / words_per_row, kk = (rem - row * words_per_row) * 8;
+    const uint32_t word = __ldg(reinterpret_cast<const uint32_t*>(p.w + (e * p.n + row) * (p.k / 2) + kk / 2));
+    uint32_t pr[4];
+    decode_word<F>(word, load_scale2<F>(p, e, row, kk), p.uint4b8, pr);
+    const uint4 v = make_uint4(prmt(pr[0], pr[1], 0x5410), prmt(pr[2], pr[3], 0x5410), prmt(pr[0], pr[1], 0x7632),
+                               prmt(pr[2], pr[3], 0x7632));
+    *reinterpret_cast<uint4*>(out + (el * p.n + row) * p.k + kk) = v;
+  }
+}
+
+Params make_params(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets) {
+  Params p;
+  p.w = w.w;
+  p.scale = w.scale;
+  p.a = static_cast<const uint16_t*>(a);
+  p.d = d;
+  p.n = w.n;
+  p.k = w.k;
+  p.groups = groups;
+  p.offsets = offsets;
+  p.uint4b8 = w.uint4b8;
+  p.swizzled = w.swizzled;
+  return p;
+}
+
+template <int F, int MT>
+void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
+  const dim3 block(kWarps * 32);
+  if (nt == 1) w4_mma_kernel<F, MT, 1><<<grid, block, 0, stream>>>(p);
+  else if (nt == 2) w4_mma_kernel<F, MT, 2><<<grid, block, 0, stream>>>(p);
+  else w4_mma_kernel<F, MT, 4><<<grid, block, 0, stream>>>(p);
+}
+
+template <int F>
+void launch_mma_fmt(const Params& p, int mt, int nt, dim3 grid, cudaStream_t stream) {
+  if (mt == 1) launch_mma<F, 1>(p, nt, grid, stream);
+  else launch_mma<F, 2>(p, nt, grid, stream);
+}
+
+}  // namespace
+
+bool w4_shape_ok(const W4Weights& w, const char** why) {
+  if (w.k % 32 != 0) {
+    *why = "the 4-bit GPU kernels need the hidden and intermediate sizes to be multiples of 32";
+    return false;
+  }
+  if (w.format == Format::W4A8_INT4 && w.k % 128 != 0) {
+    *why = "w4a8-int4 needs the hidden and intermediate sizes to be multiples of its group size 128";
+    return false;
+  }
+  if (reinterpret_cast<uintptr_t>(w.w) % 16 != 0) {
+    *why = "the 4-bit weights must be 16-byte aligned";
+    return false;
+  }
+  if (w.n >= INT32_MAX || w.k >= INT32_MAX) {
+    *why = "hidden and intermediate sizes must stay below 2^31";
+    return false;
+  }
+  return true;
+}
+
+void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
+                         int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0 || groups <= 0) return;
+  const Params p = make_params(w, a, d, groups, offsets);
+  const int64_t active = std::min<int64_t>(max_rows, groups);
+  // Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
+  // the expert's weights once); rows beyond are taken in further passes.
+  const int64_t expect = (max_rows + active - 1) / active;
+  const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
+  // Two 16-row tiles per warp (activation loads shared by twice the rows) once there are warps
+  // enough to fill the GPU with them.
+  const int mt = (w.n / 32) * active >= 4096 ? 2 : 1;
+  const int64_t per_block = static_cast<int64_t>(kWarps) * 16 * mt;
+  const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
+  switch (w.format) {
+    case Format::W4A8_INT4: launch_mma_fmt<kInt4>(p, mt, nt, grid, stream); break;
+    case Format::MXFP4: launch_mma_fmt<kMx>(p, mt, nt, grid, stream); break;
+    case Format::NVFP4: launch_mma_fmt<kNv>(p, mt, nt, grid, stream); break;
+    default: throw Error("w4 grouped GEMM: not a 4-bit format");
+  }
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+}
+
+void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t* offsets, void* out,
+                           cudaStream_t stream) {
+  if (count <= 0) return;
+  const Params p = make_params(w, nullptr, nullptr, 0, offsets);
+  const int64_t total = static_cast<int64_t>(count) * w.n * (w.k / 8);
+  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 132 * 16));
+  auto* o = static_cast<uint16_t*>(out);
+  switch (w.format) {
+    case Format::W4A8_INT4: w4_dequant_kernel<kInt4><<<blocks, 256, 0, stream>>>(p, e0, count, o); break;
+    case Format::MXFP4: w4_dequant_kernel<kMx><<<blocks, 256, 0, stream>>>(p, e0, count, o); break;
+    case Format::NVFP4: w4_dequant_kernel<kNv><<<blocks, 256, 0, stream>>>(p, e0, count, o); break;
+    default: throw Error("w4 dequantize: not a 4-bit format");
+  }
+  FUSEDMOE_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace fusedmoe::cuda

@@ -1,0 +1,64 @@
+#pragma once
+// Grouped GEMMs with 4-bit expert weights (w4_gemm.cu): W4A8 int4, MXFP4 and NVFP4.
+//
+// Hopper has no 4-bit tensor-core type, so the weights are decoded to a 16-bit type the tensor
+// cores multiply, *exactly*:
+//   MXFP4 / NVFP4  e2m1 x block scale (e8m0, or e4m3) -> bf16   (a 2-bit x <=4-bit product)
+//   W4A8           int4 x bf16 group scale            -> fp16   (<= 11 significant bits: exact
+//                  while |scale| lies in [2^-14, 8188]; outside, fp16 rounds / overflows)
+// and the activations reach the GEMM as 16-bit values of the same type holding exactly the
+// quantised activation (bf16 as is, e4m3 codes, or e2m1 x e4m3 for NVFP4 W4A4) without its
+// per-row / per-expert scale, which the next stage applies with the weights' global scale
+// (Dequant::GENERIC). So every product is the oracle's product; sums are fp32.
+//
+// Two ways to run it, chosen on the host from the expected rows per expert:
+//   mma      (decode, small batches) one kernel streams the packed weights once per 8..32 tokens
+//            of an expert, decodes them in registers and multiplies with mma.sync m16n8k16
+//            (weights on the MMA's M side, tokens on N); fp32 sums in a fixed order.
+//   dequant  (large batches) a chunk of experts' weights is decoded to a 16-bit buffer in the
+//            workspace, then the SM90 CUTLASS bf16 / fp16 grouped GEMM runs on it; chunk after
+//            chunk, so the buffer stays bounded (kW4DequantBudget).
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/grouped_gemm.hpp"
+#include "fusedmoe/config.hpp"
+
+namespace fusedmoe::cuda {
+
+struct W4Weights {
+  Format format = Format::MXFP4;   // W4A8_INT4, MXFP4 or NVFP4
+  bool uint4b8 = false;            // W4A8: stored q + 8 (else two's complement)
+  bool swizzled = false;           // MXFP4 / NVFP4: scales in the 128x4 swizzled layout
+  const uint8_t* w = nullptr;      // [E, n, k/2] packed, element 2i in the low nibble
+  const void* scale = nullptr;     // W4A8 bf16 [E, n, k/128]; MXFP4 e8m0 / NVFP4 e4m3 [E, n, k/bs] (or swizzled)
+  int64_t n = 0, k = 0;
+};
+
+// The mma path's GEMM: D[rows of g] = A[rows of g] x decode(W[g])^T, fp32 D.
+// a: [rows, k] fp16 (W4A8) or bf16 (MXFP4 / NVFP4) operand.
+void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
+                         int64_t max_rows, cudaStream_t stream);
+
+// Decodes the weights of experts [e0, e0 + count) that have rows into out [count, n, k] (16-bit,
+// the operand type); experts without rows are skipped.
+void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t* expert_offsets, void* out,
+                           cudaStream_t stream);
+
+// What the shapes need: k a multiple of 32 (one lane reads 32 values = 16 bytes of a row).
+bool w4_shape_ok(const W4Weights& w, const char** why);
+
+// Host choice between the two ways: decode-and-CUTLASS once the expected rows per active expert
+// reach this (the mma kernel re-reads the weights once per 32 tokens of an expert and its
+// mma.sync peak is well below wgmma's).
+constexpr int64_t kW4DequantMinRowsPerExpert = 48;
+inline bool w4_use_dequant(int64_t max_rows, int groups) {
+  const int64_t active = max_rows < groups ? max_rows : groups;
+  return active > 0 && max_rows >= kW4DequantMinRowsPerExpert * active;
+}
+// Bytes of decoded weights kept at once by the dequant way (a whole number of experts, >= 1).
+constexpr size_t kW4DequantBudget = size_t(512) << 20;
+
+}  // namespace fusedmoe::cuda

@@ -1,0 +1,129 @@
+// The 4-bit formats on the GPU (w4_gemm.hpp) against the float64 CPU oracle: W4A8 int4 (signed
+// and uint4b8), MXFP4 (bf16 and fp8 activations, linear and swizzled scales, the gpt-oss
+// swigluoai in both layouts with biases), NVFP4 (bf16 and nvfp4 W4A4 activations). Each case
+// runs both GEMM ways: few tokens (the mma kernel) and many tokens per expert (decode to 16 bits
+// + the SM90 GEMM), plus a graph-captured replay that must write the same bytes.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gpu/gpu_test_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+struct W4Case {
+  const char* name;
+  Format format;
+  ActDtype act_dtype;
+  Activation act;
+  bool interleaved, swizzled, uint4b8, bias, on_input;
+};
+
+const W4Case kCases[] = {
+    {"w4a8_silu", Format::W4A8_INT4, ActDtype::BF16, Activation::SILU, false, false, false, false, false},
+    {"w4a8_uint4b8_gelu_bias_oninput", Format::W4A8_INT4, ActDtype::BF16, Activation::GELU, false, false, true, true, true},
+    {"w4a8_relu2", Format::W4A8_INT4, ActDtype::BF16, Activation::RELU2, false, false, false, false, false},
+    {"mxfp4_bf16_silu", Format::MXFP4, ActDtype::BF16, Activation::SILU, false, false, false, false, false},
+    {"mxfp4_bf16_swigluoai_interleaved_bias", Format::MXFP4, ActDtype::BF16, Activation::SWIGLUOAI, true, false, false, true, false},
+    {"mxfp4_bf16_swigluoai_halves_bias_swizzled", Format::MXFP4, ActDtype::BF16, Activation::SWIGLUOAI, false, true, false, true, false},
+    {"mxfp4_fp8_swigluoai_interleaved_bias", Format::MXFP4, ActDtype::FP8, Activation::SWIGLUOAI, true, false, false, true, false},
+    {"mxfp4_fp8_gelu_tanh_swizzled_oninput", Format::MXFP4, ActDtype::FP8, Activation::GELU_TANH, false, true, false, false, true},
+    {"nvfp4_bf16_silu", Format::NVFP4, ActDtype::BF16, Activation::SILU, false, false, false, false, false},
+    {"nvfp4_bf16_silu_swizzled_bias", Format::NVFP4, ActDtype::BF16, Activation::SILU, false, true, false, true, false},
+    {"nvfp4_w4a4_silu", Format::NVFP4, ActDtype::NVFP4, Activation::SILU, false, false, false, false, false},
+    {"nvfp4_w4a4_swigluoai_swizzled_bias_oninput", Format::NVFP4, ActDtype::NVFP4, Activation::SWIGLUOAI, false, true, false, true, true},
+};
+
+Case make_w4_case(const W4Case& w, int64_t M, int64_t K, int64_t N, int64_t E, int64_t topk, uint64_t seed) {
+  Case c;
+  c.format = w.format;
+  c.act_dtype = w.act_dtype;
+  c.act = w.act;
+  c.interleaved = w.interleaved;
+  c.swizzled = w.swizzled;
+  c.uint4b8 = w.uint4b8;
+  c.bias = w.bias;
+  c.on_input = w.on_input;
+  c.order = w.act == Activation::SWIGLUOAI ? GateUpOrder::GATE_UP : (seed % 2 ? GateUpOrder::UP_GATE : GateUpOrder::GATE_UP);
+  c.M = M;
+  c.K = K;
+  c.N = N;
+  c.E = E;
+  c.topk = topk;
+  c.seed = seed;
+  c.w_gain = w.act == Activation::SWIGLUOAI ? 6.0f : 1.0f;
+  return c;
+}
+
+class W4Gpu : public ::testing::TestWithParam<int> {};
+
+// Few tokens per expert: the mma kernel (1 and 5 tokens, 37 tokens over 8 experts, and one
+// expert holding 40 rows: several token passes).
+TEST_P(W4Gpu, DecodeSizesMatchOracle) {
+  FMOE_REQUIRE_GPU();
+  const W4Case& w = kCases[GetParam()];
+  for (int64_t M : {1, 5, 37}) {
+    const Case c = make_w4_case(w, M, 256, 128, 8, 2, 100 + M + 1000 * GetParam());
+    check_against_oracle(c, make_layer(c), make_inputs(c, c.E));
+  }
+  const Case one = make_w4_case(w, 40, 256, 128, 8, 1, 7 + 1000 * GetParam());
+  check_against_oracle(one, make_layer(one), make_inputs(one, 1));  // all rows on expert 0
+}
+
+// Many tokens per expert: the dequant way (decoded weights + the SM90 16-bit GEMM).
+TEST_P(W4Gpu, LargeBatchMatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  const W4Case& w = kCases[GetParam()];
+  const Case c = make_w4_case(w, 300, 256, 128, 4, 2, 55 + 1000 * GetParam());
+  check_against_oracle(c, make_layer(c), make_inputs(c, c.E));
+}
+
+// Sizes that are multiples of 32 but not of 128 (gpt-oss: 2880), and a weight row count that is
+// not a multiple of the 16-row MMA tile; both ways.
+TEST_P(W4Gpu, RaggedSizesMatchOracle) {
+  FMOE_REQUIRE_GPU();
+  const W4Case& w = kCases[GetParam()];
+  const int64_t K = w.format == Format::W4A8_INT4 ? 384 : 224, N = w.format == Format::W4A8_INT4 ? 128 : 96 + 8 * 4;
+  for (int64_t M : {3, 250}) {
+    const Case c = make_w4_case(w, M, K, N, 4, 2, 77 + M + 1000 * GetParam());
+    check_against_oracle(c, make_layer(c), make_inputs(c, c.E));
+  }
+}
+
+std::string w4_name(const ::testing::TestParamInfo<int>& info) { return kCases[info.param].name; }
+INSTANTIATE_TEST_SUITE_P(Formats, W4Gpu, ::testing::Range(0, static_cast<int>(sizeof(kCases) / sizeof(kCases[0]))), w4_name);
+
+TEST(W4GpuEdge, SizesTheKernelsCannotTakeAreRefused) {
+  FMOE_REQUIRE_GPU();
+  // nvfp4 with K a multiple of 16 but not of 32.
+  Case c = make_w4_case(kCases[8], 4, 48, 64, 4, 2, 3);
+  const LayerFile lf = make_layer(c);
+  DeviceLayer dl(lf);
+  Layer layer(lf.config, dl.weights);
+  const Inputs in = make_inputs(c, c.E);
+  DeviceRun run(layer, in);
+  const Support s = layer.can_implement(layer.validate(run.args));
+  EXPECT_FALSE(s.ok);
+  EXPECT_NE(s.reason.find("multiples of 32"), std::string::npos) << s.reason;
+  EXPECT_THROW(layer.run(run.args), NotImplemented);
+}
+
+// expert_map with -1 entries and ids out of range on a 4-bit layer (both ways).
+TEST(W4GpuEdge, ExpertMapAndOutOfRangeIds) {
+  FMOE_REQUIRE_GPU();
+  for (int64_t M : {6, 300}) {
+    Case c = make_w4_case(kCases[3], M, 256, 128, 4, 2, 91 + M);
+    const LayerFile lf = make_layer(c);
+    Inputs in = make_inputs(c, 8);  // ids in [0, 8): global experts
+    in.has_map = true;
+    in.expert_map = HostTensor(DType::I32, {8});
+    const int32_t map[8] = {0, -1, 1, -1, 2, 3, -1, -1};
+    for (int i = 0; i < 8; ++i) in.expert_map.data<int32_t>()[i] = map[i];
+    in.ids.data<int32_t>()[0] = 1000;  // out of range: contributes nothing
+    check_against_oracle(c, lf, in);
+  }
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
