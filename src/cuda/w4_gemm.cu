@@ -12,9 +12,11 @@
 //
 // Decoding (values exact, see w4_gemm.hpp):
 //   e2m1 -> bf16: sign to bit 15, the three exponent/mantissa bits to bits 8..6; read as bf16 that
-//     is the e2m1 value times 2^-126 (code 1 = 0.5 lands on a subnormal, exactly), so one
-//     multiply by 2^126 (bf16 multiplies keep subnormals) and one by the block scale.
-//   int4 -> fp16: (q + 8) | 0x6400 is the fp16 1024 + q + 8; minus 1032 is q; times the scale.
+//     is the e2m1 value times 2^-126 (code 1 = 0.5 lands on a subnormal, exactly), so one bf16
+//     multiply (they keep subnormals) by the block scale x 2^(126 - 10); the fp32 sums x 2^10.
+//   int4 -> fp16: (q + 8) | 0x6400 is the fp16 1024 + q + 8; minus 1032 is q. A 128-wide chunk
+//     of k is one scale group of every row, so its MMA sums (of exact products) are multiplied
+//     by the group scale in fp32: no fp16 range limit on the scales in this kernel.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -64,26 +66,37 @@ __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   return *reinterpret_cast<uint32_t*>(&r);
 }
 
-__device__ __forceinline__ uint32_t f16x2_sub_mul(uint32_t a, uint32_t sub, uint32_t s) {
-  __half2 r = __hmul2(__hsub2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&sub)),
-                      *reinterpret_cast<__half2*>(&s));
+__device__ __forceinline__ uint32_t f16x2_mul(uint32_t a, uint32_t b) {
+  __half2 r = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
   return *reinterpret_cast<uint32_t*>(&r);
 }
 
-// Word of 8 packed values (k0 in the low nibble) -> pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7), each
-// the 16-bit decoded value x scale (s2: the scale in both halves).
+// Word of 8 packed values (k0 in the low nibble) -> pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) of
+// 16-bit values:
+//   int4: q exactly (fp16); the group scale is applied to the fp32 sums (see the kernel).
+//   e2m1: value x s2, where s2 = block scale x 2^(126 - kE2m1Shift) (both halves): the bits
+//         read as bf16 are value x 2^-126, so the result is value x scale x 2^-kE2m1Shift,
+//         exact, and the fp32 sums are multiplied by 2^kE2m1Shift at the end. (The shift keeps
+//         scale x 2^(126 - shift) inside bf16's range for every e4m3 scale and e8m0 scales up to
+//         2^11; weights scaled beyond 2^11 overflow to inf, never to a wrong finite value.)
+constexpr int kE2m1Shift = 10;
 template <int F>
 __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b8, uint32_t (&p)[4]) {
   if constexpr (F == kInt4) {
     if (!uint4b8) w ^= 0x88888888u;  // two's complement q -> q + 8
+    const uint32_t sub = 0x64086408u;  // fp16 1032 = 1024 + 8
 #pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = f16x2_sub_mul(((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u, 0x64086408u, s2);
+    for (int i = 0; i < 4; ++i) {
+      uint32_t h = ((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u;  // fp16 1024 + q + 8
+      __half2 r = __hsub2(*reinterpret_cast<__half2*>(&h), *reinterpret_cast<const __half2*>(&sub));
+      p[i] = *reinterpret_cast<uint32_t*>(&r);
+    }
   } else {
-    constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u, kTwo126 = 0x7E807E80u;
+    constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
     const uint32_t raw[4] = {((w << 6) & kMag) | ((w << 12) & kSign), ((w << 2) & kMag) | ((w << 8) & kSign),
                              ((w >> 2) & kMag) | ((w << 4) & kSign), ((w >> 6) & kMag) | (w & kSign)};
 #pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = bf16x2_mul(bf16x2_mul(raw[i], kTwo126), s2);
+    for (int i = 0; i < 4; ++i) p[i] = bf16x2_mul(raw[i], s2);
   }
 }
 
@@ -92,14 +105,13 @@ __device__ __forceinline__ int64_t swizzled_offset(int64_t m, int64_t kk, int64_
   return (m / 128) * (kt * 512) + (kk / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (kk % 4);
 }
 
-// The 16-bit scale (both halves) of row `row` of expert e for the values from k index kk on.
+// The scale of row `row` of expert e for the values from k index kk on, as decode_word and the
+// kernel use it: int4 the fp32 bits of the bf16 group scale; e2m1 the bf16x2 s2 of decode_word.
 template <int F>
-__device__ __forceinline__ uint32_t load_scale2(const Params& p, int64_t e, int64_t row, int64_t kk) {
+__device__ __forceinline__ uint32_t load_scale(const Params& p, int64_t e, int64_t row, int64_t kk) {
   if constexpr (F == kInt4) {
     const uint16_t bits = static_cast<const uint16_t*>(p.scale)[(e * p.n + row) * (p.k / 128) + kk / 128];
-    const __half h = __float2half_rn(__uint_as_float(static_cast<uint32_t>(bits) << 16));
-    const uint32_t hb = __half_as_ushort(h);
-    return hb | (hb << 16);
+    return static_cast<uint32_t>(bits) << 16;
   } else {
     constexpr int kBs = F == kMx ? 32 : 16;
     const int64_t cols = p.k / kBs, b = kk / kBs;
@@ -113,10 +125,13 @@ __device__ __forceinline__ uint32_t load_scale2(const Params& p, int64_t e, int6
     }
     uint32_t bits;
     if constexpr (F == kMx) {
-      bits = code == 0xFF ? 0x7FC0u : (code == 0 ? 0x0040u : static_cast<uint32_t>(code) << 7);  // 2^(code-127)
+      // 2^(code - 127) x 2^(126 - shift): bf16 exponent field code - 1 - shift + 127.
+      const int ex = static_cast<int>(code) + 126 - kE2m1Shift;
+      bits = code == 0xFF ? 0x7FC0u : (ex >= 255 ? 0x7F80u : static_cast<uint32_t>(ex) << 7);
     } else {
       const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-      bits = __bfloat16_as_ushort(__float2bfloat16_rn(__half2float(__half(hr))));  // exact
+      const float sf = __half2float(__half(hr)) * 0x1p116f;  // exact: 2^(126 - kE2m1Shift)
+      bits = __bfloat16_as_ushort(__float2bfloat16_rn(sf));
     }
     return bits | (bits << 16);
   }
@@ -125,17 +140,21 @@ __device__ __forceinline__ uint32_t load_scale2(const Params& p, int64_t e, int6
 template <int F>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
   if constexpr (F == kInt4) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   } else {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
 }
+
+// Chunks of packed weights in flight per lane (loaded kDepth - 1 chunks ahead of their use);
+// the activations of the next chunk are loaded one chunk ahead. Measured on an H200 with one
+// chunk ahead for the weights and none for the activations: the decode GEMMs streamed at only
+// 1-2 TB/s, bound by load latency.
+constexpr int kDepth = 3;
 
 template <int F, int MT, int NT>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
@@ -148,7 +167,34 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   const int64_t chunks = (p.k + 127) / 128, half_k = p.k / 2;
   const uint8_t* we = p.w + static_cast<int64_t>(e) * p.n * half_k;
 
+  auto load_w = [&](int64_t c, uint4 (&wv)[MT][2], uint32_t (&sv)[MT][2][2]) {
+    const int64_t kb = c * 128 + t * 32;
+    const bool kv = c < chunks && kb < p.k;
+#pragma unroll
+    for (int i = 0; i < MT; ++i)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int64_t row = n0 + i * 16 + h * 8 + g;
+        const bool ok = kv && row < p.n;
+        wv[i][h] = ok ? load_stream(we + row * half_k + kb / 2) : make_uint4(0, 0, 0, 0);
+        sv[i][h][0] = ok ? load_scale<F>(p, e, row, kb) : 0u;
+        sv[i][h][1] = (F == kNv && ok) ? load_scale<F>(p, e, row, kb + 16) : sv[i][h][0];
+      }
+  };
+
   for (int64_t tok0 = 0; tok0 < rows; tok0 += 8 * NT) {
+    auto load_x = [&](int64_t c, uint4 (&xv)[NT][4]) {
+      const int64_t kb = c * 128 + t * 32;
+      const bool kv = c < chunks && kb < p.k;
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const int64_t tok = tok0 + j * 8 + g;
+        const bool ok = kv && tok < rows;
+        const uint4* src = reinterpret_cast<const uint4*>(p.a + (row0 + tok) * p.k + kb);
+#pragma unroll
+        for (int q = 0; q < 4; ++q) xv[j][q] = ok ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
+      }
+    };
     float acc[MT][NT][4];
 #pragma unroll
     for (int i = 0; i < MT; ++i)
@@ -157,72 +203,74 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 #pragma unroll
         for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
 
-    // Weights and scales of chunk c + 1 are loaded before chunk c is multiplied (two chunks in
-    // flight per lane: the decode GEMMs are bound by the latency of these streams).
-    uint4 wq[MT][2], wn[MT][2];
-    uint32_t s2[MT][2][2], sn[MT][2][2];
-    auto load_chunk = [&](int64_t c, uint4 (&wv)[MT][2], uint32_t (&sv)[MT][2][2]) {
-      const int64_t kb = c * 128 + t * 32;
-      const bool kv = c < chunks && kb < p.k;
+    uint4 wb[kDepth][MT][2];
+    uint32_t sb[kDepth][MT][2][2];
+    uint4 xa[NT][4], xn[NT][4];
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+    for (int d = 0; d < kDepth - 1; ++d) load_w(d, wb[d], sb[d]);
+    load_x(0, xn);
+    for (int64_t c0 = 0; c0 < chunks; c0 += kDepth) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int64_t row = n0 + i * 16 + h * 8 + g;
-          const bool ok = kv && row < p.n;
-          wv[i][h] = ok ? load_stream(we + row * half_k + kb / 2) : make_uint4(0, 0, 0, 0);
-          sv[i][h][0] = ok ? load_scale2<F>(p, e, row, kb) : 0u;
-          sv[i][h][1] = (F == kNv && ok) ? load_scale2<F>(p, e, row, kb + 16) : sv[i][h][0];
-        }
-    };
-    load_chunk(0, wn, sn);
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t kb = c * 128 + t * 32;
-      const bool kv = kb < p.k;
+      for (int u = 0; u < kDepth; ++u) {
+        if (c0 + u >= chunks) break;
+        load_w(c0 + u + kDepth - 1, wb[(u + kDepth - 1) % kDepth], sb[(u + kDepth - 1) % kDepth]);
 #pragma unroll
-      for (int i = 0; i < MT; ++i)
+        for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          wq[i][h] = wn[i][h];
-          s2[i][h][0] = sn[i][h][0];
-          s2[i][h][1] = sn[i][h][1];
-        }
-      load_chunk(c + 1, wn, sn);
-      uint4 xa[NT][4];
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const int64_t tok = tok0 + j * 8 + g;
-        const bool ok = kv && tok < rows;
-        const uint4* src = reinterpret_cast<const uint4*>(p.a + (row0 + tok) * p.k + kb);
-#pragma unroll
-        for (int q = 0; q < 4; ++q) xa[j][q] = ok ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
-        uint32_t pa[MT][2][4];
+          for (int q = 0; q < 4; ++q) xa[j][q] = xn[j][q];
+        load_x(c0 + u + 1, xn);
+
+        // int4: this chunk is one 128-wide scale group of every row; its sums are scaled once.
+        float part[MT][NT][4];
 #pragma unroll
         for (int i = 0; i < MT; ++i)
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const uint32_t word = q == 0 ? wq[i][h].x : q == 1 ? wq[i][h].y : q == 2 ? wq[i][h].z : wq[i][h].w;
-            decode_word<F>(word, s2[i][h][q >> 1], p.uint4b8, pa[i][h]);
-          }
+          for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          const uint4 x = xa[j][q];
-          const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
-          const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
+            for (int q = 0; q < 4; ++q) part[i][j][q] = 0.0f;
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
+          uint32_t pa[MT][2][4];
+#pragma unroll
+          for (int i = 0; i < MT; ++i)
+#pragma unroll
+            for (int h = 0; h < 2; ++h) {
+              const uint4& wv = wb[u][i][h];
+              const uint32_t word = q == 0 ? wv.x : q == 1 ? wv.y : q == 2 ? wv.z : wv.w;
+              decode_word<F>(word, sb[u][i][h][q >> 1], p.uint4b8, pa[i][h]);
+            }
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const uint4 x = xa[j][q];
+            const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
+            const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
+#pragma unroll
+            for (int i = 0; i < MT; ++i) {
+              const uint32_t a0[4] = {pa[i][0][0], pa[i][1][0], pa[i][0][1], pa[i][1][1]};
+              const uint32_t a1[4] = {pa[i][0][2], pa[i][1][2], pa[i][0][3], pa[i][1][3]};
+              float (&dst)[4] = F == kInt4 ? part[i][j] : acc[i][j];
+              mma16816<F>(dst, a0, b04, b15);
+              mma16816<F>(dst, a1, b26, b37);
+            }
+          }
+        }
+        if constexpr (F == kInt4) {
 #pragma unroll
           for (int i = 0; i < MT; ++i) {
-            const uint32_t a0[4] = {pa[i][0][0], pa[i][1][0], pa[i][0][1], pa[i][1][1]};
-            const uint32_t a1[4] = {pa[i][0][2], pa[i][1][2], pa[i][0][3], pa[i][1][3]};
-            mma16816<F>(acc[i][j], a0, b04, b15);
-            mma16816<F>(acc[i][j], a1, b26, b37);
+            const float s_lo = __uint_as_float(sb[u][i][0][0]), s_hi = __uint_as_float(sb[u][i][1][0]);
+#pragma unroll
+            for (int j = 0; j < NT; ++j) {
+              acc[i][j][0] = fmaf(part[i][j][0], s_lo, acc[i][j][0]);
+              acc[i][j][1] = fmaf(part[i][j][1], s_lo, acc[i][j][1]);
+              acc[i][j][2] = fmaf(part[i][j][2], s_hi, acc[i][j][2]);
+              acc[i][j][3] = fmaf(part[i][j][3], s_hi, acc[i][j][3]);
+            }
           }
         }
       }
     }
     // C fragment: (weight row g / g + 8, tokens 2t / 2t + 1).
+    constexpr float kOut = F == kInt4 ? 1.0f : static_cast<float>(1 << kE2m1Shift);
 #pragma unroll
     for (int i = 0; i < MT; ++i)
 #pragma unroll
@@ -231,7 +279,7 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
         for (int q = 0; q < 4; ++q) {
           const int64_t col = n0 + i * 16 + g + (q >= 2 ? 8 : 0);
           const int64_t tok = tok0 + j * 8 + 2 * t + (q & 1);
-          if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc[i][j][q];
+          if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc[i][j][q] * kOut;
         }
   }
 }
@@ -248,7 +296,20 @@ __global__ void w4_dequant_kernel(Params p, int e0, int count, uint16_t* out) {
     const int64_t rem = it - el * words_per_expert, row = rem / words_per_row, kk = (rem - row * words_per_row) * 8;
     const uint32_t word = __ldg(reinterpret_cast<const uint32_t*>(p.w + (e * p.n + row) * (p.k / 2) + kk / 2));
     uint32_t pr[4];
-    decode_word<F>(word, load_scale2<F>(p, e, row, kk), p.uint4b8, pr);
+    const uint32_t sc = load_scale<F>(p, e, row, kk);
+    decode_word<F>(word, sc, p.uint4b8, pr);
+    // The full weight: int4 q x the group scale in fp16 (exact while the scale lies in
+    // [2^-14, 8188]); e2m1 x 2^kE2m1Shift undoes decode_word's shift.
+    uint32_t m2;
+    if constexpr (F == kInt4) {
+      const uint32_t hb = __half_as_ushort(__float2half_rn(__uint_as_float(sc)));
+      m2 = hb | (hb << 16);
+    } else {
+      m2 = static_cast<uint32_t>(127 + kE2m1Shift) << 7;
+      m2 |= m2 << 16;
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) pr[i] = F == kInt4 ? f16x2_mul(pr[i], m2) : bf16x2_mul(pr[i], m2);
     const uint4 v = make_uint4(prmt(pr[0], pr[1], 0x5410), prmt(pr[2], pr[3], 0x5410), prmt(pr[0], pr[1], 0x7632),
                                prmt(pr[2], pr[3], 0x7632));
     *reinterpret_cast<uint4*>(out + (el * p.n + row) * p.k + kk) = v;
@@ -317,7 +378,7 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
   const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
   // Two 16-row tiles per warp (activation loads shared by twice the rows) once there are warps
   // enough to fill the GPU with them.
-  const int mt = (w.n / 32) * active >= 4096 ? 2 : 1;
+  const int mt = nt == 1 && (w.n / 32) * active >= 4096 ? 2 : 1;
   const int64_t per_block = static_cast<int64_t>(kWarps) * 16 * mt;
   const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
   switch (w.format) {
