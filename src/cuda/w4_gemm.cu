@@ -105,36 +105,47 @@ __device__ __forceinline__ int64_t swizzled_offset(int64_t m, int64_t kk, int64_
   return (m / 128) * (kt * 512) + (kk / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (kk % 4);
 }
 
-// The scale of row `row` of expert e for the values from k index kk on, as decode_word and the
-// kernel use it: int4 the fp32 bits of the bf16 group scale; e2m1 the bf16x2 s2 of decode_word.
+// The scale of row `row` of expert e for the values from k index kk on, in two steps so that
+// the load can be issued chunks ahead of its use (converting right after the load would make
+// the warp wait for it there): load_scale_raw returns the stored bits (bf16 / e8m0 / e4m3),
+// scale_bits converts them to what decode_word and the kernel use: int4 the fp32 bits of the
+// bf16 group scale; e2m1 the bf16x2 s2 of decode_word.
 template <int F>
-__device__ __forceinline__ uint32_t load_scale(const Params& p, int64_t e, int64_t row, int64_t kk) {
+__device__ __forceinline__ uint32_t load_scale_raw(const Params& p, int64_t e, int64_t row, int64_t kk) {
   if constexpr (F == kInt4) {
-    const uint16_t bits = static_cast<const uint16_t*>(p.scale)[(e * p.n + row) * (p.k / 128) + kk / 128];
-    return static_cast<uint32_t>(bits) << 16;
+    return static_cast<const uint16_t*>(p.scale)[(e * p.n + row) * (p.k / 128) + kk / 128];
   } else {
     constexpr int kBs = F == kMx ? 32 : 16;
     const int64_t cols = p.k / kBs, b = kk / kBs;
     const uint8_t* s = static_cast<const uint8_t*>(p.scale);
-    uint8_t code;
     if (p.swizzled) {
       const int64_t per_expert = ((p.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4);
-      code = s[e * per_expert + swizzled_offset(row, b, cols)];
-    } else {
-      code = s[(e * p.n + row) * cols + b];
+      return s[e * per_expert + swizzled_offset(row, b, cols)];
     }
-    uint32_t bits;
-    if constexpr (F == kMx) {
-      // 2^(code - 127) x 2^(126 - shift): bf16 exponent field code - 1 - shift + 127.
-      const int ex = static_cast<int>(code) + 126 - kE2m1Shift;
-      bits = code == 0xFF ? 0x7FC0u : (ex >= 255 ? 0x7F80u : static_cast<uint32_t>(ex) << 7);
-    } else {
-      const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(code), __NV_E4M3);
-      const float sf = __half2float(__half(hr)) * 0x1p116f;  // exact: 2^(126 - kE2m1Shift)
-      bits = __bfloat16_as_ushort(__float2bfloat16_rn(sf));
-    }
+    return s[(e * p.n + row) * cols + b];
+  }
+}
+
+template <int F>
+__device__ __forceinline__ uint32_t scale_bits(uint32_t raw) {
+  if constexpr (F == kInt4) {
+    return raw << 16;
+  } else if constexpr (F == kMx) {
+    // 2^(code - 127) x 2^(126 - shift): bf16 exponent field code - 1 - shift + 127.
+    const int ex = static_cast<int>(raw) + 126 - kE2m1Shift;
+    const uint32_t bits = raw == 0xFF ? 0x7FC0u : (ex >= 255 ? 0x7F80u : static_cast<uint32_t>(ex) << 7);
+    return bits | (bits << 16);
+  } else {
+    const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(raw), __NV_E4M3);
+    const float sf = __half2float(__half(hr)) * 0x1p116f;  // exact: 2^(126 - kE2m1Shift)
+    const uint32_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(sf));
     return bits | (bits << 16);
   }
+}
+
+template <int F>
+__device__ __forceinline__ uint32_t load_scale(const Params& p, int64_t e, int64_t row, int64_t kk) {
+  return scale_bits<F>(load_scale_raw<F>(p, e, row, kk));
 }
 
 template <int F>
@@ -177,8 +188,8 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
         const int64_t row = n0 + i * 16 + h * 8 + g;
         const bool ok = kv && row < p.n;
         wv[i][h] = ok ? load_stream(we + row * half_k + kb / 2) : make_uint4(0, 0, 0, 0);
-        sv[i][h][0] = ok ? load_scale<F>(p, e, row, kb) : 0u;
-        sv[i][h][1] = (F == kNv && ok) ? load_scale<F>(p, e, row, kb + 16) : sv[i][h][0];
+        sv[i][h][0] = ok ? load_scale_raw<F>(p, e, row, kb) : 0u;  // converted at use
+        sv[i][h][1] = (F == kNv && ok) ? load_scale_raw<F>(p, e, row, kb + 16) : sv[i][h][0];
       }
   };
 
@@ -237,7 +248,7 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
             for (int h = 0; h < 2; ++h) {
               const uint4& wv = wb[u][i][h];
               const uint32_t word = q == 0 ? wv.x : q == 1 ? wv.y : q == 2 ? wv.z : wv.w;
-              decode_word<F>(word, sb[u][i][h][q >> 1], p.uint4b8, pa[i][h]);
+              decode_word<F>(word, scale_bits<F>(sb[u][i][h][q >> 1]), p.uint4b8, pa[i][h]);
             }
 #pragma unroll
           for (int j = 0; j < NT; ++j) {
@@ -257,7 +268,8 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
         if constexpr (F == kInt4) {
 #pragma unroll
           for (int i = 0; i < MT; ++i) {
-            const float s_lo = __uint_as_float(sb[u][i][0][0]), s_hi = __uint_as_float(sb[u][i][1][0]);
+            const float s_lo = __uint_as_float(scale_bits<F>(sb[u][i][0][0]));
+            const float s_hi = __uint_as_float(scale_bits<F>(sb[u][i][1][0]));
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
               acc[i][j][0] = fmaf(part[i][j][0], s_lo, acc[i][j][0]);
@@ -340,9 +352,8 @@ void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
 }
 
 template <int F>
-void launch_mma_fmt(const Params& p, int mt, int nt, dim3 grid, cudaStream_t stream) {
-  if (mt == 1) launch_mma<F, 1>(p, nt, grid, stream);
-  else launch_mma<F, 2>(p, nt, grid, stream);
+void launch_mma_fmt(const Params& p, int, int nt, dim3 grid, cudaStream_t stream) {
+  launch_mma<F, 1>(p, nt, grid, stream);
 }
 
 }  // namespace
@@ -376,9 +387,7 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
   // the expert's weights once); rows beyond are taken in further passes.
   const int64_t expect = (max_rows + active - 1) / active;
   const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
-  // Two 16-row tiles per warp (activation loads shared by twice the rows) once there are warps
-  // enough to fill the GPU with them.
-  const int mt = nt == 1 && (w.n / 32) * active >= 4096 ? 2 : 1;
+  const int mt = 1;  // two 16-row tiles per warp measured slower (registers, fewer warps)
   const int64_t per_block = static_cast<int64_t>(kWarps) * 16 * mt;
   const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
   switch (w.format) {
