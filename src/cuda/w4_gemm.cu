@@ -53,14 +53,6 @@ __device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
   return r;
 }
 
-__device__ __forceinline__ uint4 load_stream(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
-
 __device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
   __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
   return *reinterpret_cast<uint32_t*>(&r);
@@ -161,42 +153,87 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
   }
 }
 
-// Chunks of packed weights in flight per lane (loaded kDepth - 1 chunks ahead of their use);
-// the activations of the next chunk are loaded one chunk ahead. Measured on an H200 with one
-// chunk ahead for the weights and none for the activations: the decode GEMMs streamed at only
-// 1-2 TB/s, bound by load latency.
-constexpr int kDepth = 3;
+// Weight streaming: each warp copies its 16 rows into shared memory with cp.async, a stage of
+// 512 k values (256 contiguous bytes per row, 16 bytes per lane and copy) at a time, kStages - 1
+// stages ahead of their use. Measured on an H200 before (each lane loading its own 16 bytes per
+// row into registers, 64-byte runs per row, 2-3 chunks ahead): the decode GEMMs streamed at
+// 1-2 TB/s, bound by the bytes in flight (registers) and the short runs.
+constexpr int kSubs = 4;                           // 128-k sub-chunks per stage
+constexpr int kStageRowBytes = kSubs * 64;         // 256 bytes of a row per stage
+constexpr int kRowPitch = kStageRowBytes + 16;     // +16: the 8 rows g of a fragment read hit distinct banks
+constexpr int kStages = 3;
+constexpr int kWarpStageBytes = 16 * kRowPitch;
+constexpr int kSmemBytes = kWarps * kStages * kWarpStageBytes;
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N));
+}
 
 template <int F, int MT, int NT>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
+  static_assert(MT == 1, "one 16-row tile per warp");
+  extern __shared__ __align__(16) uint8_t smem[];
   const int e = active_expert<kWarps>(p.offsets, p.groups, blockIdx.y);
   if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * (16 * MT);
+  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * 16;
   if (n0 >= p.n) return;
   const int64_t row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
-  const int64_t chunks = (p.k + 127) / 128, half_k = p.k / 2;
+  const int64_t half_k = p.k / 2, stages = (p.k + kSubs * 128 - 1) / (kSubs * 128);
   const uint8_t* we = p.w + static_cast<int64_t>(e) * p.n * half_k;
+  uint8_t* wsm = smem + warp * kStages * kWarpStageBytes;
+  const uint32_t wsm_addr = static_cast<uint32_t>(__cvta_generic_to_shared(wsm));
 
-  auto load_w = [&](int64_t c, uint4 (&wv)[MT][2], uint32_t (&sv)[MT][2][2]) {
-    const int64_t kb = c * 128 + t * 32;
-    const bool kv = c < chunks && kb < p.k;
+  // Stage c of this warp's rows -> buffer c % kStages (always commits a group, maybe empty),
+  // and the raw scales of this lane's rows g, g + 8 for it, packed: sraw[h] holds 8 bytes (the
+  // e8m0 / e4m3 codes of sub-chunk sub at byte sub (mxfp4) or 2 sub + j (nvfp4), the bf16 group
+  // scales of int4 at 16-bit lane sub).
+  auto issue_stage = [&](int64_t c, uint32_t (&sraw)[2][2]) {
+    const int buf = static_cast<int>(c % kStages);
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+    for (int i = 0; i < 16 * kStageRowBytes / 16 / 32; ++i) {
+      const int piece = lane + 32 * i, r = piece / (kStageRowBytes / 16), col = piece % (kStageRowBytes / 16);
+      const int64_t byte = c * kStageRowBytes + col * 16;
+      const bool ok = c < stages && byte < half_k && n0 + r < p.n;
+      const uint8_t* src = ok ? we + (n0 + r) * half_k + byte : we;
+      cp_async16(wsm_addr + buf * kWarpStageBytes + r * kRowPitch + col * 16, src, ok);
+    }
+    cp_async_commit();
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const int64_t row = n0 + i * 16 + h * 8 + g;
-        const bool ok = kv && row < p.n;
-        wv[i][h] = ok ? load_stream(we + row * half_k + kb / 2) : make_uint4(0, 0, 0, 0);
-        sv[i][h][0] = ok ? load_scale_raw<F>(p, e, row, kb) : 0u;  // converted at use
-        sv[i][h][1] = (F == kNv && ok) ? load_scale_raw<F>(p, e, row, kb + 16) : sv[i][h][0];
+    for (int h = 0; h < 2; ++h) {
+      sraw[h][0] = sraw[h][1] = 0u;
+#pragma unroll
+      for (int sub = 0; sub < kSubs; ++sub) {
+        const int64_t row = n0 + h * 8 + g, kb = (c * kSubs + sub) * 128 + t * 32;
+        const bool ok = c < stages && kb < p.k && row < p.n;
+        if constexpr (F == kInt4) {
+          sraw[h][sub >> 1] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (16 * (sub & 1));
+        } else if constexpr (F == kMx) {
+          sraw[h][0] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (8 * sub);
+        } else {
+#pragma unroll
+          for (int j = 0; j < 2; ++j)
+            sraw[h][sub >> 1] |= (ok ? load_scale_raw<F>(p, e, row, kb + 16 * j) : 0u) << (8 * (2 * (sub & 1) + j));
+        }
       }
+    }
+  };
+  // The raw scale of sub-chunk sub (j: nvfp4's second 16-block) from the packed ring entry.
+  auto raw_scale = [](const uint32_t (&sr)[2], int sub, int j) -> uint32_t {
+    if constexpr (F == kInt4) return (sr[sub >> 1] >> (16 * (sub & 1))) & 0xFFFFu;
+    else if constexpr (F == kMx) return (sr[0] >> (8 * sub)) & 0xFFu;
+    else return (sr[sub >> 1] >> (8 * (2 * (sub & 1) + j))) & 0xFFu;
   };
 
   for (int64_t tok0 = 0; tok0 < rows; tok0 += 8 * NT) {
-    auto load_x = [&](int64_t c, uint4 (&xv)[NT][4]) {
-      const int64_t kb = c * 128 + t * 32;
-      const bool kv = c < chunks && kb < p.k;
+    auto load_x = [&](int64_t kc, uint4 (&xv)[NT][4]) {  // kc: 128-k sub-chunk index
+      const int64_t kb = kc * 128 + t * 32;
+      const bool kv = kb < p.k;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
         const int64_t tok = tok0 + j * 8 + g;
@@ -206,93 +243,89 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
         for (int q = 0; q < 4; ++q) xv[j][q] = ok ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
       }
     };
-    float acc[MT][NT][4];
+    float acc[NT][4];
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) acc[i][j][q] = 0.0f;
+      for (int q = 0; q < 4; ++q) acc[j][q] = 0.0f;
 
-    uint4 wb[kDepth][MT][2];
-    uint32_t sb[kDepth][MT][2][2];
+    uint32_t sring[kStages][2][2];
+#pragma unroll
+    for (int d = 0; d < kStages - 1; ++d) issue_stage(d, sring[d]);
     uint4 xa[NT][4], xn[NT][4];
-#pragma unroll
-    for (int d = 0; d < kDepth - 1; ++d) load_w(d, wb[d], sb[d]);
     load_x(0, xn);
-    for (int64_t c0 = 0; c0 < chunks; c0 += kDepth) {
+    for (int64_t c0 = 0; c0 < stages; c0 += kStages) {
 #pragma unroll
-      for (int u = 0; u < kDepth; ++u) {
-        if (c0 + u >= chunks) break;
-        load_w(c0 + u + kDepth - 1, wb[(u + kDepth - 1) % kDepth], sb[(u + kDepth - 1) % kDepth]);
-#pragma unroll
-        for (int j = 0; j < NT; ++j)
-#pragma unroll
-          for (int q = 0; q < 4; ++q) xa[j][q] = xn[j][q];
-        load_x(c0 + u + 1, xn);
-
-        // int4: this chunk is one 128-wide scale group of every row; its sums are scaled once.
-        float part[MT][NT][4];
-#pragma unroll
-        for (int i = 0; i < MT; ++i)
+      for (int u = 0; u < kStages; ++u) {
+        const int64_t c = c0 + u;
+        if (c >= stages) break;
+        issue_stage(c + kStages - 1, sring[(u + kStages - 1) % kStages]);
+        cp_async_wait<kStages - 1>();  // stage c has landed (this lane's copies)
+        __syncwarp();                  // ... and every lane's
+        const uint8_t* buf = wsm + (c % kStages) * kWarpStageBytes;
+#pragma unroll 1
+        for (int sub = 0; sub < kSubs; ++sub) {  // not unrolled: registers (measured 255 + spills)
 #pragma unroll
           for (int j = 0; j < NT; ++j)
 #pragma unroll
-            for (int q = 0; q < 4; ++q) part[i][j][q] = 0.0f;
+            for (int q = 0; q < 4; ++q) xa[j][q] = xn[j][q];
+          load_x(c * kSubs + sub + 1, xn);
+          uint4 wv[2];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
-          uint32_t pa[MT][2][4];
+          for (int h = 0; h < 2; ++h)
+            wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
+          float part[NT][4];
 #pragma unroll
-          for (int i = 0; i < MT; ++i)
+          for (int j = 0; j < NT; ++j)
+#pragma unroll
+            for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
+            uint32_t pa[2][4];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
-              const uint4& wv = wb[u][i][h];
-              const uint32_t word = q == 0 ? wv.x : q == 1 ? wv.y : q == 2 ? wv.z : wv.w;
-              decode_word<F>(word, scale_bits<F>(sb[u][i][h][q >> 1]), p.uint4b8, pa[i][h]);
+              const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
+              decode_word<F>(word, scale_bits<F>(raw_scale(sring[u][h], sub, q >> 1)), p.uint4b8, pa[h]);
             }
 #pragma unroll
-          for (int j = 0; j < NT; ++j) {
-            const uint4 x = xa[j][q];
-            const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
-            const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
-#pragma unroll
-            for (int i = 0; i < MT; ++i) {
-              const uint32_t a0[4] = {pa[i][0][0], pa[i][1][0], pa[i][0][1], pa[i][1][1]};
-              const uint32_t a1[4] = {pa[i][0][2], pa[i][1][2], pa[i][0][3], pa[i][1][3]};
-              float (&dst)[4] = F == kInt4 ? part[i][j] : acc[i][j];
+            for (int j = 0; j < NT; ++j) {
+              const uint4 x = xa[j][q];
+              const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
+              const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
+              const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
+              const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
+              float (&dst)[4] = F == kInt4 ? part[j] : acc[j];
               mma16816<F>(dst, a0, b04, b15);
               mma16816<F>(dst, a1, b26, b37);
             }
           }
-        }
-        if constexpr (F == kInt4) {
-#pragma unroll
-          for (int i = 0; i < MT; ++i) {
-            const float s_lo = __uint_as_float(scale_bits<F>(sb[u][i][0][0]));
-            const float s_hi = __uint_as_float(scale_bits<F>(sb[u][i][1][0]));
+          if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
+            const float s_lo = __uint_as_float(scale_bits<F>(raw_scale(sring[u][0], sub, 0)));
+            const float s_hi = __uint_as_float(scale_bits<F>(raw_scale(sring[u][1], sub, 0)));
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
-              acc[i][j][0] = fmaf(part[i][j][0], s_lo, acc[i][j][0]);
-              acc[i][j][1] = fmaf(part[i][j][1], s_lo, acc[i][j][1]);
-              acc[i][j][2] = fmaf(part[i][j][2], s_hi, acc[i][j][2]);
-              acc[i][j][3] = fmaf(part[i][j][3], s_hi, acc[i][j][3]);
+              acc[j][0] = fmaf(part[j][0], s_lo, acc[j][0]);
+              acc[j][1] = fmaf(part[j][1], s_lo, acc[j][1]);
+              acc[j][2] = fmaf(part[j][2], s_hi, acc[j][2]);
+              acc[j][3] = fmaf(part[j][3], s_hi, acc[j][3]);
             }
           }
         }
+        __syncwarp();  // the buffer is refilled by a later issue_stage
       }
     }
+    cp_async_wait<0>();
+    __syncwarp();
     // C fragment: (weight row g / g + 8, tokens 2t / 2t + 1).
     constexpr float kOut = F == kInt4 ? 1.0f : static_cast<float>(1 << kE2m1Shift);
 #pragma unroll
-    for (int i = 0; i < MT; ++i)
+    for (int j = 0; j < NT; ++j)
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int64_t col = n0 + i * 16 + g + (q >= 2 ? 8 : 0);
-          const int64_t tok = tok0 + j * 8 + 2 * t + (q & 1);
-          if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc[i][j][q] * kOut;
-        }
+      for (int q = 0; q < 4; ++q) {
+        const int64_t col = n0 + g + (q >= 2 ? 8 : 0);
+        const int64_t tok = tok0 + j * 8 + 2 * t + (q & 1);
+        if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc[j][q] * kOut;
+      }
   }
 }
 
@@ -343,12 +376,21 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
   return p;
 }
 
+// Dynamic shared memory above 48 KB needs the opt-in, once per instance (not a stream
+// operation: fine before or during graph capture).
+template <int F, int NT>
+void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(w4_mma_kernel<F, 1, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  FUSEDMOE_CUDA_CHECK(attr);
+  w4_mma_kernel<F, 1, NT><<<grid, dim3(kWarps * 32), kSmemBytes, stream>>>(p);
+}
+
 template <int F, int MT>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
-  const dim3 block(kWarps * 32);
-  if (nt == 1) w4_mma_kernel<F, MT, 1><<<grid, block, 0, stream>>>(p);
-  else if (nt == 2) w4_mma_kernel<F, MT, 2><<<grid, block, 0, stream>>>(p);
-  else w4_mma_kernel<F, MT, 4><<<grid, block, 0, stream>>>(p);
+  if (nt == 1) launch_one<F, 1>(p, grid, stream);
+  else if (nt == 2) launch_one<F, 2>(p, grid, stream);
+  else launch_one<F, 4>(p, grid, stream);
 }
 
 template <int F>
