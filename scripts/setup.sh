@@ -28,6 +28,14 @@ if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
     $PY -m pip install -q --disable-pip-version-check --no-deps --target third_party/cutlass nvidia-cutlass==4.2.0.0
   fi
 fi
+# NCCL (expert parallelism over GPUs): ships with the CUDA toolkit; where a toolkit lacks it,
+# the PyPI package (found by cmake/ep.cmake through `import nvidia.nccl`).
+if command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ]; then
+  if [ ! -f /usr/local/cuda/include/nccl.h ] && [ -z "${NCCL_ROOT:-}" ] && ! $PY -c "import nvidia.nccl" >/dev/null 2>&1; then
+    echo "setup: pip install nvidia-nccl-cu13 (NCCL for expert parallelism)" >&2
+    $PY -m pip install -q --disable-pip-version-check nvidia-nccl-cu13 || echo "setup: no NCCL: EP builds with the thread transport only" >&2
+  fi
+fi
 # Python test/bench dependencies (the report script and its pytest).
 if ! $PY -c "import pytest, numpy, matplotlib" >/dev/null 2>&1; then
   echo "setup: pip install pytest numpy matplotlib" >&2
