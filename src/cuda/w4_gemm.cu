@@ -279,13 +279,19 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
           for (int j = 0; j < NT; ++j)
 #pragma unroll
             for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
+          uint32_t s2[2][2];  // converted once per sub-chunk (rows g, g + 8; nvfp4: two 16-blocks)
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            s2[h][0] = scale_bits<F>(raw_scale(sring[u][h], sub, 0));
+            s2[h][1] = F == kNv ? scale_bits<F>(raw_scale(sring[u][h], sub, 1)) : s2[h][0];
+          }
 #pragma unroll
           for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
             uint32_t pa[2][4];
 #pragma unroll
             for (int h = 0; h < 2; ++h) {
               const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
-              decode_word<F>(word, scale_bits<F>(raw_scale(sring[u][h], sub, q >> 1)), p.uint4b8, pa[h]);
+              decode_word<F>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
             }
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
@@ -300,8 +306,7 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
             }
           }
           if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
-            const float s_lo = __uint_as_float(scale_bits<F>(raw_scale(sring[u][0], sub, 0)));
-            const float s_hi = __uint_as_float(scale_bits<F>(raw_scale(sring[u][1], sub, 0)));
+            const float s_lo = __uint_as_float(s2[0][0]), s_hi = __uint_as_float(s2[1][0]);
 #pragma unroll
             for (int j = 0; j < NT; ++j) {
               acc[j][0] = fmaf(part[j][0], s_lo, acc[j][0]);
