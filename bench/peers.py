@@ -42,11 +42,15 @@ PEER_FORMAT = {
     "torch-loop-fp8": "fp8-tensor",
     "torch-scaled-grouped-mm": "fp8-rowwise",
 }
+# The 4-bit formats have no 4-bit peer on Hopper in PyTorch: what users run instead is the layer
+# in bf16 (weights dequantised) and, for fp8 activations, the fp8 rowwise grouped GEMM.
+W4_BF16_ACT = {"mxfp4", "nvfp4", "nvfp4-w4a4"}
+W4_FP8_ACT = {"w4a8-int4", "mxfp4-fp8"}
 PEER_TRIGGERS = {
-    "torch-loop": {"bf16"},
-    "torch-grouped-mm": {"bf16"},
+    "torch-loop": {"bf16"} | W4_BF16_ACT | W4_FP8_ACT,
+    "torch-grouped-mm": {"bf16"} | W4_BF16_ACT | W4_FP8_ACT,
     "torch-loop-fp8": {"fp8-tensor", "fp8-channel"},
-    "torch-scaled-grouped-mm": {"fp8-tensor", "fp8-channel"},
+    "torch-scaled-grouped-mm": {"fp8-tensor", "fp8-channel"} | W4_FP8_ACT,
 }
 PEER_TOL = {"bf16": 2e-2, "fp8-tensor": 1e-1, "fp8-rowwise": 1e-1}
 

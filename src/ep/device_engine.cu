@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <cstring>
+#include <vector>
 #include <string>
 
 #include "ep/ep_internal.hpp"
@@ -217,10 +218,11 @@ class DeviceEngine final : public Engine {
  public:
   explicit DeviceEngine(int device) : device_(device) {
     cuda_ok(cudaSetDevice(device_), "cudaSetDevice");
-    cuda_ok(cudaMallocHost(&pinned_, kPinnedBytes), "cudaMallocHost");
-  }
-  ~DeviceEngine() override {
-    if (pinned_) cudaFreeHost(pinned_);
+    // Pageable, not cudaMallocHost: freeing pinned memory synchronises every device of the
+    // process, and with one thread per GPU a rank destroying its layer while a peer already sat in
+    // the next collective (spinning on this rank) deadlocked (seen on 2 H200s, 2026-11-21). A
+    // D2H copy into pageable memory returns once the copy is done: the counts are a few bytes.
+    staging_.resize(kPinnedBytes);
   }
   void* alloc(size_t bytes) override {
     DeviceGuard guard(device_);
@@ -240,11 +242,11 @@ class DeviceEngine final : public Engine {
   void download_sync(void* dst, const void* src, size_t bytes, void* stream) override {
     DeviceGuard guard(device_);
     if (!bytes) return;
-    if (bytes > kPinnedBytes) throw Error("fusedmoe EP: download larger than the pinned staging buffer");
+    if (bytes > kPinnedBytes) throw Error("fusedmoe EP: download larger than the staging buffer");
     auto st = static_cast<cudaStream_t>(stream);
-    cuda_ok(cudaMemcpyAsync(pinned_, src, bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (counts)");
+    cuda_ok(cudaMemcpyAsync(staging_.data(), src, bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (counts)");
     cuda_ok(cudaStreamSynchronize(st), "cudaStreamSynchronize (counts)");
-    std::memcpy(dst, pinned_, bytes);
+    std::memcpy(dst, staging_.data(), bytes);
   }
   void zero(void* p, size_t bytes, void* stream) override {
     DeviceGuard guard(device_);
@@ -290,7 +292,7 @@ class DeviceEngine final : public Engine {
  private:
   static constexpr size_t kPinnedBytes = 4096;
   int device_ = 0;
-  void* pinned_ = nullptr;
+  std::vector<uint8_t> staging_;
 };
 
 }  // namespace

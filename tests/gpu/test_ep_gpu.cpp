@@ -10,6 +10,8 @@
 
 #include <mutex>
 #include <thread>
+#include <stdexcept>
+#include <condition_variable>
 
 #if defined(FUSEDMOE_WITH_NCCL)
 #include <nccl.h>
@@ -171,31 +173,76 @@ bool single_gpu_references(GpuCase& c, std::string* why) {
   return true;
 }
 
-void run_rank(GpuCase& c, int rank, const std::shared_ptr<Transport>& tr, cudaStream_t stream) {
-  const LayerFile* lf = c.local[rank].empty() ? nullptr : &c.parts[rank];
-  RankWeights rw(lf, rank);
-  EpConfig ec;
-  ec.num_global_experts = kE;
-  ec.hidden = kK;
-  ec.topk = kTopk;
-  ec.max_tokens_per_rank = c.max_tokens;
-  if (c.explicit_owner) ec.expert_owner = c.owner;
-  ec.mode = c.mode;
-  ec.fp8_dispatch = c.f->fp8_dispatch;
-  ec.hidden_dtype = c.f->x;
-  ExpertParallelLayer ep(tr, c.full.config, rw.w, ec);
-  ep.warmup(stream);
-  const test::Inputs& in = c.in[rank];
+// A host-side barrier of the rank threads. Every rank allocates (layer, buffers) before it and
+// launches collectives only after it: a CUDA allocation or free on one rank can wait for the
+// devices while a peer's NCCL kernel spins waiting for that rank (one process, one thread per GPU).
+// A rank whose set-up failed says so before the barrier and every rank then skips the case.
+class HostBarrier {
+ public:
+  explicit HostBarrier(int n) : n_(n) {}
+  // Returns true when no rank reported a failure for this round.
+  bool wait(bool ok) {
+    std::unique_lock<std::mutex> lk(mu_);
+    if (!ok) failed_ = true;
+    const int gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      round_ok_ = !failed_;
+      failed_ = false;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lk, [&] { return gen_ != gen; });
+    }
+    return round_ok_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_, count_ = 0, gen_ = 0;
+  bool failed_ = false, round_ok_ = true;
+};
+
+void run_rank(GpuCase& c, int rank, const std::shared_ptr<Transport>& tr, cudaStream_t stream, HostBarrier& hb) {
+  std::unique_ptr<RankWeights> rwp;
+  std::unique_ptr<ExpertParallelLayer> epp;
+  std::unique_ptr<DeviceTensor> x, ids, w, out;
   const int64_t M = c.M[rank];
-  auto dev = [&](const HostTensor& h) {
-    auto t = std::make_unique<DeviceTensor>(h);
-    t->view.device_index = rank;
-    return t;
-  };
-  auto x = dev(in.hidden), ids = dev(in.ids), w = dev(in.weights);
   HostTensor out_h(c.f->x, {M, kK});
-  if (!out_h.bytes.empty()) std::memset(out_h.bytes.data(), 0xFF, out_h.bytes.size());  // NaN poison
-  auto out = dev(out_h);
+  std::string setup_error;
+  try {
+    const LayerFile* lf = c.local[rank].empty() ? nullptr : &c.parts[rank];
+    rwp = std::make_unique<RankWeights>(lf, rank);
+    EpConfig ec;
+    ec.num_global_experts = kE;
+    ec.hidden = kK;
+    ec.topk = kTopk;
+    ec.max_tokens_per_rank = c.max_tokens;
+    if (c.explicit_owner) ec.expert_owner = c.owner;
+    ec.mode = c.mode;
+    ec.fp8_dispatch = c.f->fp8_dispatch;
+    ec.hidden_dtype = c.f->x;
+    epp = std::make_unique<ExpertParallelLayer>(tr, c.full.config, rwp->w, ec);
+    const test::Inputs& in0 = c.in[rank];
+    auto dev0 = [&](const HostTensor& h) {
+      auto t = std::make_unique<DeviceTensor>(h);
+      t->view.device_index = rank;
+      return t;
+    };
+    x = dev0(in0.hidden);
+    ids = dev0(in0.ids);
+    w = dev0(in0.weights);
+    if (!out_h.bytes.empty()) std::memset(out_h.bytes.data(), 0xFF, out_h.bytes.size());  // NaN poison
+    out = dev0(out_h);
+    FMOE_CUDA(cudaDeviceSynchronize());
+  } catch (const std::exception& e) {
+    setup_error = e.what();
+  }
+  if (!hb.wait(setup_error.empty()))
+    throw std::runtime_error(setup_error.empty() ? "another rank's set-up failed" : setup_error);
+  ExpertParallelLayer& ep = *epp;
+  ep.warmup(stream);
   EpRunArgs a;
   a.hidden_states = x->view;
   a.topk_ids = ids->view;
@@ -252,6 +299,7 @@ void run_world(int world) {
       std::printf("[ ep ] skip %s: %s\n", c.name.c_str(), why.c_str());
   }
   ASSERT_FALSE(cases.empty()) << "no format of this build runs on the GPU";
+  HostBarrier hb(world);
   run_on_gpus(world, [&](int rank, std::shared_ptr<Transport> tr) {
     cudaStream_t stream = nullptr;
     FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -260,7 +308,7 @@ void run_world(int world) {
       // every case up to the same collectives, and exceptions are caught per case. An
       // argument/validation error is raised before any collective of that call, on all ranks.
       try {
-        run_rank(c, rank, tr, stream);
+        run_rank(c, rank, tr, stream, hb);
       } catch (const std::exception& e) {
         c.error[rank] = e.what();
       }
@@ -301,6 +349,7 @@ TEST(EpGpu, UniqueIdBootstrap) {
       break;
     }
   ASSERT_NE(c, nullptr);
+  HostBarrier hb(world);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world);
   for (int r = 0; r < world; ++r)
@@ -309,7 +358,7 @@ TEST(EpGpu, UniqueIdBootstrap) {
         auto tr = make_nccl_transport(id, world, r, r);
         cudaStream_t stream = nullptr;
         FMOE_CUDA(cudaStreamCreate(&stream));
-        run_rank(*c, r, tr, stream);
+        run_rank(*c, r, tr, stream, hb);
         cudaStreamDestroy(stream);
       } catch (const std::exception& e) {
         errors[r] = e.what();
@@ -341,6 +390,7 @@ TEST(EpGpu, CallersCommunicator) {
   std::vector<int> devs(world);
   for (int i = 0; i < world; ++i) devs[i] = i;
   ASSERT_EQ(ncclCommInitAll(comms.data(), world, devs.data()), ncclSuccess);
+  HostBarrier hb(world);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world);
   for (int r = 0; r < world; ++r)
@@ -352,7 +402,7 @@ TEST(EpGpu, CallersCommunicator) {
         EXPECT_EQ(tr->world(), world);
         cudaStream_t stream = nullptr;
         FMOE_CUDA(cudaStreamCreate(&stream));
-        run_rank(*c, r, tr, stream);
+        run_rank(*c, r, tr, stream, hb);
         cudaStreamDestroy(stream);
       } catch (const std::exception& e) {
         errors[r] = e.what();

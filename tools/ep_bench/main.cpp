@@ -30,6 +30,7 @@
 #include <cstring>
 #include <fstream>
 #include <map>
+#include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -188,6 +189,31 @@ Format pick_format(const Opts& o, int device) {
   return s.ok ? Format::FP8_BLOCK : Format::BF16;
 }
 
+// Host-side barrier of the rank threads: every rank finishes its allocations (a layer's buffers)
+// before any rank launches the next collectives, so that no CUDA allocation or free waits on a
+// device whose NCCL kernel spins waiting for the allocating rank (one process, one thread per GPU).
+class HostBarrier {
+ public:
+  void reset(int n) { n_ = n; count_ = 0; }
+  void wait() {
+    std::unique_lock<std::mutex> lk(mu_);
+    const int gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lk, [&] { return gen_ != gen; });
+    }
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int n_ = 1, count_ = 0, gen_ = 0;
+};
+HostBarrier g_host_barrier;
+
 void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> tr) {
   const int G = tr->world();
   cudaStream_t st = nullptr;
@@ -243,6 +269,8 @@ void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> 
       ec.mode = mode;
       ec.fp8_dispatch = fp8;
       ExpertParallelLayer ep(tr, cfg, bw->w, ec);
+      ck(cudaDeviceSynchronize(), "set-up");
+      g_host_barrier.wait();
       ep.warmup(st);
       ck(cudaStreamSynchronize(st), "warmup");
       for (int64_t M : o.tokens) {
@@ -435,6 +463,7 @@ int main(int argc, char** argv) {
           continue;
         }
         std::fprintf(stderr, "ep-bench: %lld GPU(s) ...\n", static_cast<long long>(G));
+        g_host_barrier.reset(static_cast<int>(G));
         run_on_gpus(static_cast<int>(G),
                     [&](int rank, std::shared_ptr<Transport> tr) { bench_rank(o, fmt, rank, tr); });
       }
