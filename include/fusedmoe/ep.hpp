@@ -179,7 +179,9 @@ class ExpertParallelLayer {
   const EpConfig& config() const;
   const Layer* local_layer() const;  // nullptr when the rank owns no expert
   EpStats last_stats() const;
-  // Warms up the local layer for the rows it can receive (CUDA: outside graph capture).
+  // Warms up the local layer for the rows it can receive (CUDA: outside graph capture). Allocates,
+  // frees and synchronises: with one thread per GPU, call it on every rank before any rank issues
+  // its first collective (docs/EXPERT_PARALLEL.md, "Launching").
   void warmup(void* stream = nullptr) const;
 
   struct Impl;

@@ -244,8 +244,14 @@ class DeviceEngine final : public Engine {
     if (!bytes) return;
     if (bytes > kPinnedBytes) throw Error("fusedmoe EP: download larger than the staging buffer");
     auto st = static_cast<cudaStream_t>(stream);
-    cuda_ok(cudaMemcpyAsync(staging_.data(), src, bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (counts)");
+    // Wait for the stream first (the count exchange: an NCCL kernel that spins until every peer
+    // has launched its side), then copy from the idle stream. A copy into pageable memory that is
+    // queued behind the NCCL kernel blocks inside the driver while it waits, and with one thread
+    // per GPU a peer still allocating or freeing (cudaMalloc / cudaFree: Layer::warmup, set-up)
+    // before its own exchange waits for that thread: neither side ever launches / finishes.
     cuda_ok(cudaStreamSynchronize(st), "cudaStreamSynchronize (counts)");
+    cuda_ok(cudaMemcpyAsync(staging_.data(), src, bytes, cudaMemcpyDeviceToHost, st), "cudaMemcpyAsync (counts)");
+    cuda_ok(cudaStreamSynchronize(st), "cudaStreamSynchronize (counts copy)");
     std::memcpy(dst, staging_.data(), bytes);
   }
   void zero(void* p, size_t bytes, void* stream) override {

@@ -1,17 +1,25 @@
 // Expert parallelism over NCCL on 1, 2 and 4 GPUs of this machine (one thread per GPU,
-// run_on_gpus): the EP output against the single-GPU layer holding every expert (on GPU 0), for
+// communicators by ncclCommInitAll as run_on_gpus makes them): the EP output against the single-GPU layer holding every expert (on GPU 0), for
 // each format this build's CUDA backend runs, uneven routing (one rank receives most tokens), a
 // rank receiving no tokens, M = 0 on some ranks, ids that select nothing, a non-contiguous
 // placement with a rank owning no expert, both modes (EXACT, PADDED) and FP8 dispatch. PADDED
 // mode is also captured in a CUDA graph and replayed (same bytes as the eager call).
 // Skipped (GTEST_SKIP) without NCCL in the build or with fewer GPUs than the case needs.
+// Each rank prints "[ ep ] rank R: CASE" (flushed) before each case; a watchdog fails the test
+// (ncclCommAbort, or process exit if the threads stay blocked) when no rank makes progress for
+// FMOE_EP_TEST_STALL_S seconds (default 120), printing the step each rank was in.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <mutex>
-#include <thread>
-#include <stdexcept>
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
 
 #if defined(FUSEDMOE_WITH_NCCL)
 #include <nccl.h>
@@ -173,16 +181,19 @@ bool single_gpu_references(GpuCase& c, std::string* why) {
   return true;
 }
 
-// A host-side barrier of the rank threads. Every rank allocates (layer, buffers) before it and
-// launches collectives only after it: a CUDA allocation or free on one rank can wait for the
-// devices while a peer's NCCL kernel spins waiting for that rank (one process, one thread per GPU).
-// A rank whose set-up failed says so before the barrier and every rank then skips the case.
+// A host-side barrier of the rank threads. Every rank allocates, frees, warms up and
+// synchronises (layer, buffers, Layer::warmup) before it and launches collectives only after it:
+// in one process with one thread per GPU, a thread blocked inside the CUDA driver (an allocation,
+// a free, a copy into pageable memory) while a peer's NCCL kernel spins waiting for that thread's
+// side of the collective never returns. A rank whose step failed says so at the barrier and every
+// rank then skips what follows. abort() (the watchdog) releases every waiter with false.
 class HostBarrier {
  public:
   explicit HostBarrier(int n) : n_(n) {}
-  // Returns true when no rank reported a failure for this round.
+  // Returns true when no rank reported a failure for this round (and no abort).
   bool wait(bool ok) {
     std::unique_lock<std::mutex> lk(mu_);
+    if (aborted_) return false;
     if (!ok) failed_ = true;
     const int gen = gen_;
     if (++count_ == n_) {
@@ -192,19 +203,69 @@ class HostBarrier {
       failed_ = false;
       cv_.notify_all();
     } else {
-      cv_.wait(lk, [&] { return gen_ != gen; });
+      cv_.wait(lk, [&] { return gen_ != gen || aborted_; });
+      if (aborted_) return false;
     }
     return round_ok_;
+  }
+  void abort() {
+    std::lock_guard<std::mutex> lk(mu_);
+    aborted_ = true;
+    cv_.notify_all();
   }
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   int n_, count_ = 0, gen_ = 0;
-  bool failed_ = false, round_ok_ = true;
+  bool failed_ = false, round_ok_ = true, aborted_ = false;
 };
 
-void run_rank(GpuCase& c, int rank, const std::shared_ptr<Transport>& tr, cudaStream_t stream, HostBarrier& hb) {
+// Where each rank thread is: one flushed line per rank and case, the step for the watchdog's dump,
+// and a tick per step (the watchdog fails the test when no rank ticks for a while).
+class Progress {
+ public:
+  explicit Progress(int world) : where_(static_cast<size_t>(world)) {}
+  void at(int rank, const std::string& name, const char* step) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      where_[rank] = name + " : " + step;
+    }
+    ticks_.fetch_add(1);
+  }
+  void start_case(int rank, const std::string& name) {
+    std::printf("[ ep ] rank %d: %s\n", rank, name.c_str());
+    std::fflush(stdout);
+    at(rank, name, "set-up");
+  }
+  long ticks() const { return ticks_.load(); }
+  std::string dump() {
+    std::lock_guard<std::mutex> lk(mu_);
+    std::string s;
+    for (size_t r = 0; r < where_.size(); ++r) s += "  rank " + std::to_string(r) + ": " + where_[r] + "\n";
+    return s;
+  }
+  std::atomic<bool> aborted{false};
+
+ private:
+  std::mutex mu_;
+  std::vector<std::string> where_;
+  std::atomic<long> ticks_{0};
+};
+
+struct Graph {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+};
+
+// Each rank runs every collective of a case unless a host barrier says otherwise: a step that
+// throws is recorded (ExpertParallelLayer::run finishes its own collectives before rethrowing a
+// local error) and the next collective still runs; the case fails with the first error.
+// Graphs are kept (in `graphs`) until every rank is done with every collective: destroying one
+// releases NCCL's resources of the captured calls (freed at the communicator's next call).
+void run_rank(GpuCase& c, int rank, const std::shared_ptr<Transport>& tr, cudaStream_t stream, HostBarrier& hb,
+              Progress& prog, std::vector<Graph>& graphs) {
+  prog.start_case(rank, c.name);
   std::unique_ptr<RankWeights> rwp;
   std::unique_ptr<ExpertParallelLayer> epp;
   std::unique_ptr<DeviceTensor> x, ids, w, out;
@@ -235,47 +296,99 @@ void run_rank(GpuCase& c, int rank, const std::shared_ptr<Transport>& tr, cudaSt
     w = dev0(in0.weights);
     if (!out_h.bytes.empty()) std::memset(out_h.bytes.data(), 0xFF, out_h.bytes.size());  // NaN poison
     out = dev0(out_h);
+    // Part of the set-up: Layer::warmup allocates, frees and synchronises (a rank owning no
+    // expert skips it and would otherwise be in its first collective long before the others).
+    prog.at(rank, c.name, "warmup");
+    epp->warmup(stream);
+    FMOE_CUDA(cudaStreamSynchronize(stream));
     FMOE_CUDA(cudaDeviceSynchronize());
   } catch (const std::exception& e) {
     setup_error = e.what();
   }
+  prog.at(rank, c.name, "host barrier after set-up");
   if (!hb.wait(setup_error.empty()))
-    throw std::runtime_error(setup_error.empty() ? "another rank's set-up failed" : setup_error);
+    throw std::runtime_error(!setup_error.empty() ? setup_error
+                             : prog.aborted       ? "aborted by the watchdog"
+                                                  : "another rank's set-up failed");
   ExpertParallelLayer& ep = *epp;
-  ep.warmup(stream);
+  std::string err;
+  auto step = [&](const char* what, const std::function<void()>& fn) {
+    prog.at(rank, c.name, what);
+    if (prog.aborted) throw std::runtime_error(std::string("aborted by the watchdog before ") + what);
+    try {
+      fn();
+    } catch (const std::exception& e) {
+      if (err.empty()) err = std::string(what) + ": " + e.what();
+    }
+  };
   EpRunArgs a;
   a.hidden_states = x->view;
   a.topk_ids = ids->view;
   a.topk_weights = w->view;
   a.output = out->view;
   a.stream = stream;
-  ep.run(a);
-  ep.run(a);  // twice: state of the first call must not leak
-  FMOE_CUDA(cudaStreamSynchronize(stream));
-  if (!out_h.bytes.empty()) out->buf.download(out_h.bytes.data(), out_h.bytes.size());
+  step("run 1", [&] { ep.run(a); });
+  step("run 2", [&] { ep.run(a); });  // twice: state of the first call must not leak
+  step("sync", [&] { FMOE_CUDA(cudaStreamSynchronize(stream)); });
+  step("download", [&] {
+    if (!out_h.bytes.empty()) out->buf.download(out_h.bytes.data(), out_h.bytes.size());
+  });
   c.out[rank] = out_h;
   if (c.mode == EpMode::PADDED) {
     // No host sync in PADDED mode: capture the whole layer (kernels + NCCL + local experts) in a
-    // CUDA graph and replay it into a freshly poisoned output.
+    // CUDA graph and replay it into a freshly poisoned output. Every rank captures and
+    // instantiates (host work, allocations) before any rank launches its graph.
     HostTensor poison(c.f->x, {M, kK});
     if (!poison.bytes.empty()) std::memset(poison.bytes.data(), 0xFF, poison.bytes.size());
-    if (!poison.bytes.empty()) out->buf.upload(poison.bytes.data(), poison.bytes.size());
-    tr->barrier(stream);
-    cudaGraph_t graph = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    FMOE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    ep.run(a);
-    FMOE_CUDA(cudaStreamEndCapture(stream, &graph));
-    FMOE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-    FMOE_CUDA(cudaGraphLaunch(exec, stream));
-    FMOE_CUDA(cudaStreamSynchronize(stream));
-    HostTensor g(c.f->x, {M, kK});
-    if (!g.bytes.empty()) out->buf.download(g.bytes.data(), g.bytes.size());
-    c.out_graph[rank] = g;
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    std::string cap_err;
+    Graph g;
+    prog.at(rank, c.name, "capture");
+    try {
+      if (!poison.bytes.empty()) out->buf.upload(poison.bytes.data(), poison.bytes.size());
+      FMOE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      try {
+        ep.run(a);
+      } catch (...) {
+        cudaGraph_t partial = nullptr;
+        cudaStreamEndCapture(stream, &partial);  // leave the stream usable
+        if (partial) cudaGraphDestroy(partial);
+        cudaGetLastError();
+        throw;
+      }
+      FMOE_CUDA(cudaStreamEndCapture(stream, &g.graph));
+      FMOE_CUDA(cudaGraphInstantiate(&g.exec, g.graph, 0));
+      FMOE_CUDA(cudaDeviceSynchronize());
+    } catch (const std::exception& e) {
+      cap_err = std::string("capture: ") + e.what();
+    }
+    if (g.graph || g.exec) graphs.push_back(g);
+    prog.at(rank, c.name, "host barrier after capture");
+    if (hb.wait(cap_err.empty())) {
+      step("graph launch", [&] {
+        FMOE_CUDA(cudaGraphLaunch(g.exec, stream));
+        FMOE_CUDA(cudaStreamSynchronize(stream));
+      });
+      HostTensor gout(c.f->x, {M, kK});
+      step("graph download", [&] {
+        if (!gout.bytes.empty()) out->buf.download(gout.bytes.data(), gout.bytes.size());
+      });
+      c.out_graph[rank] = gout;
+    } else if (err.empty()) {
+      err = !cap_err.empty() ? cap_err : prog.aborted ? "aborted by the watchdog" : "another rank's capture failed";
+    }
   }
-  tr->barrier(stream);
+  prog.at(rank, c.name, "done");
+  if (!err.empty()) throw std::runtime_error(err);
+}
+
+// After every case of a rank: wait for the others (no collective after this), then free the graphs.
+void finish_rank(HostBarrier& hb, std::vector<Graph>& graphs) {
+  hb.wait(true);
+  for (auto& g : graphs) {
+    if (g.exec) cudaGraphExecDestroy(g.exec);
+    if (g.graph) cudaGraphDestroy(g.graph);
+  }
+  graphs.clear();
 }
 
 double tolerance(const FormatCase& f) {
@@ -287,7 +400,16 @@ double tolerance(const FormatCase& f) {
   return 3e-2;
 }
 
+// Seconds without any rank finishing a step before the watchdog fails the test
+// (FMOE_EP_TEST_STALL_S, default 120).
+int stall_seconds() {
+  const char* v = std::getenv("FMOE_EP_TEST_STALL_S");
+  const int s = v ? std::atoi(v) : 0;
+  return s > 0 ? s : 120;
+}
+
 void run_world(int world) {
+#if defined(FUSEDMOE_WITH_NCCL)
   if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL transport";
   if (gpu_count() < world) GTEST_SKIP() << "needs " << world << " GPUs, have " << gpu_count();
   std::vector<GpuCase> all = make_cases(world), cases;
@@ -298,23 +420,89 @@ void run_world(int world) {
     else
       std::printf("[ ep ] skip %s: %s\n", c.name.c_str(), why.c_str());
   }
+  std::fflush(stdout);
   ASSERT_FALSE(cases.empty()) << "no format of this build runs on the GPU";
+  // The communicators are the test's (as run_on_gpus makes them: ncclCommInitAll over 0..world-1),
+  // so that the watchdog can abort them.
+  std::vector<ncclComm_t> comms(world);
+  std::vector<int> devs(world);
+  for (int i = 0; i < world; ++i) devs[i] = i;
+  ASSERT_EQ(ncclCommInitAll(comms.data(), world, devs.data()), ncclSuccess);
   HostBarrier hb(world);
-  run_on_gpus(world, [&](int rank, std::shared_ptr<Transport> tr) {
-    cudaStream_t stream = nullptr;
-    FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-    for (auto& c : cases) {
-      // A failure on one rank must not leave the others inside a collective: every rank runs
-      // every case up to the same collectives, and exceptions are caught per case. An
-      // argument/validation error is raised before any collective of that call, on all ranks.
+  Progress prog(world);
+  std::atomic<int> finished{0};
+  std::vector<std::string> thread_error(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
       try {
-        run_rank(c, rank, tr, stream, hb);
+        FMOE_CUDA(cudaSetDevice(r));
+        auto tr = make_nccl_transport(static_cast<void*>(comms[r]), r);
+        cudaStream_t stream = nullptr;
+        FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        std::vector<Graph> graphs;
+        for (auto& c : cases) {
+          if (prog.aborted) {
+            c.error[r] = "not run: aborted by the watchdog";
+            continue;
+          }
+          try {
+            run_rank(c, r, tr, stream, hb, prog, graphs);
+          } catch (const std::exception& e) {
+            c.error[r] = e.what();
+          }
+        }
+        prog.at(r, "(all cases)", "final host barrier");
+        finish_rank(hb, graphs);
+        cudaStreamDestroy(stream);
       } catch (const std::exception& e) {
-        c.error[rank] = e.what();
+        thread_error[r] = e.what();
       }
+      finished.fetch_add(1);
+    });
+  // Watchdog: no step finished on any rank for stall_seconds() -> print where every rank is,
+  // abort the communicators (the NCCL kernels return) and fail; if the rank threads still do not
+  // come back (blocked in the driver), end the process rather than hang.
+  const int stall_s = stall_seconds();
+  bool aborted = false;
+  long last = prog.ticks();
+  auto last_change = std::chrono::steady_clock::now();
+  while (finished.load() < world) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    const long now_ticks = prog.ticks();
+    const auto now = std::chrono::steady_clock::now();
+    if (now_ticks != last) {
+      last = now_ticks;
+      last_change = now;
+      continue;
     }
-    cudaStreamDestroy(stream);
-  });
+    if (aborted || now - last_change < std::chrono::seconds(stall_s)) continue;
+    aborted = true;
+    std::printf("[ ep ] STALL: no progress for %d s (FMOE_EP_TEST_STALL_S); ranks are at:\n%s"
+                "[ ep ] aborting the communicators\n",
+                stall_s, prog.dump().c_str());
+    std::fflush(stdout);
+    prog.aborted = true;
+    hb.abort();
+    std::thread([comms, world] {
+      for (int r = 0; r < world; ++r) ncclCommAbort(comms[r]);
+    }).detach();
+    const auto deadline = now + std::chrono::seconds(30);
+    while (finished.load() < world && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (finished.load() < world) {
+      std::printf("[ ep ] FAILED: rank threads still blocked 30 s after ncclCommAbort; ranks are at:\n%s"
+                  "[ ep ] exiting the process\n",
+                  prog.dump().c_str());
+      std::fflush(stdout);
+      std::_Exit(1);
+    }
+  }
+  for (auto& t : threads) t.join();
+  if (!aborted)
+    for (auto& comm : comms) ncclCommDestroy(comm);
+  ASSERT_FALSE(aborted) << "EP collectives stalled for " << stall_s << " s; the ranks were at:\n" << prog.dump();
+  for (int r = 0; r < world; ++r) EXPECT_EQ(thread_error[r], "") << "rank " << r;
   for (auto& c : cases) {
     for (int r = 0; r < world; ++r) {
       SCOPED_TRACE(c.name + " home rank " + std::to_string(r) + " M=" + std::to_string(c.M[r]));
@@ -328,6 +516,31 @@ void run_world(int world) {
         EXPECT_TRUE(test::bitwise_equal(c.out[r], c.out_graph[r])) << "graph replay differs";
     }
   }
+#else
+  (void)world;
+  GTEST_SKIP() << "this build has no NCCL transport";
+#endif
+}
+
+// run_on_gpus itself (run_world makes its own communicators the same way, for the watchdog).
+TEST(EpGpu, RunOnGpus) {
+  if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL transport";
+  const int world = std::min(2, gpu_count());
+  if (world < 1) GTEST_SKIP() << "no CUDA device";
+  std::vector<int> seen(world, -1);
+  run_on_gpus(world, [&](int rank, std::shared_ptr<Transport> tr) {
+    int dev = -1;
+    FMOE_CUDA(cudaGetDevice(&dev));
+    EXPECT_EQ(dev, rank);
+    EXPECT_EQ(tr->rank(), rank);
+    EXPECT_EQ(tr->world(), world);
+    cudaStream_t stream = nullptr;
+    FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+    tr->barrier(stream);
+    cudaStreamDestroy(stream);
+    seen[rank] = rank;
+  });
+  for (int r = 0; r < world; ++r) EXPECT_EQ(seen[r], r);
 }
 
 TEST(EpGpu, NcclWorld1) { run_world(1); }
@@ -350,15 +563,22 @@ TEST(EpGpu, UniqueIdBootstrap) {
     }
   ASSERT_NE(c, nullptr);
   HostBarrier hb(world);
+  Progress prog(world);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world);
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
+      std::vector<Graph> graphs;
       try {
         auto tr = make_nccl_transport(id, world, r, r);
         cudaStream_t stream = nullptr;
-        FMOE_CUDA(cudaStreamCreate(&stream));
-        run_rank(*c, r, tr, stream, hb);
+        FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        try {
+          run_rank(*c, r, tr, stream, hb, prog, graphs);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+        finish_rank(hb, graphs);  // before the transport (and its communicator) goes
         cudaStreamDestroy(stream);
       } catch (const std::exception& e) {
         errors[r] = e.what();
@@ -391,18 +611,25 @@ TEST(EpGpu, CallersCommunicator) {
   for (int i = 0; i < world; ++i) devs[i] = i;
   ASSERT_EQ(ncclCommInitAll(comms.data(), world, devs.data()), ncclSuccess);
   HostBarrier hb(world);
+  Progress prog(world);
   std::vector<std::thread> threads;
   std::vector<std::string> errors(world);
   for (int r = 0; r < world; ++r)
     threads.emplace_back([&, r] {
+      std::vector<Graph> graphs;
       try {
         FMOE_CUDA(cudaSetDevice(r));
         auto tr = make_nccl_transport(static_cast<void*>(comms[r]), r);
         EXPECT_EQ(tr->rank(), r);
         EXPECT_EQ(tr->world(), world);
         cudaStream_t stream = nullptr;
-        FMOE_CUDA(cudaStreamCreate(&stream));
-        run_rank(*c, r, tr, stream, hb);
+        FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+        try {
+          run_rank(*c, r, tr, stream, hb, prog, graphs);
+        } catch (const std::exception& e) {
+          errors[r] = e.what();
+        }
+        finish_rank(hb, graphs);
         cudaStreamDestroy(stream);
       } catch (const std::exception& e) {
         errors[r] = e.what();

@@ -189,9 +189,10 @@ Format pick_format(const Opts& o, int device) {
   return s.ok ? Format::FP8_BLOCK : Format::BF16;
 }
 
-// Host-side barrier of the rank threads: every rank finishes its allocations (a layer's buffers)
-// before any rank launches the next collectives, so that no CUDA allocation or free waits on a
-// device whose NCCL kernel spins waiting for the allocating rank (one process, one thread per GPU).
+// Host-side barrier of the rank threads: every rank finishes its allocations (a layer's buffers,
+// Layer::warmup's scratch) before any rank launches the next collectives, so that no CUDA
+// allocation or free waits on a device whose NCCL kernel spins waiting for the allocating rank
+// (one process, one thread per GPU).
 class HostBarrier {
  public:
   void reset(int n) { n_ = n; count_ = 0; }
@@ -269,10 +270,11 @@ void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> 
       ec.mode = mode;
       ec.fp8_dispatch = fp8;
       ExpertParallelLayer ep(tr, cfg, bw->w, ec);
-      ck(cudaDeviceSynchronize(), "set-up");
-      g_host_barrier.wait();
+      // Layer::warmup allocates, frees and synchronises: part of the set-up, before the barrier.
       ep.warmup(st);
       ck(cudaStreamSynchronize(st), "warmup");
+      ck(cudaDeviceSynchronize(), "set-up");
+      g_host_barrier.wait();
       for (int64_t M : o.tokens) {
         EpRunArgs a;
         a.hidden_states = TensorView::contiguous(x.p, DType::BF16, {M, K}, DeviceType::CUDA, rank);
