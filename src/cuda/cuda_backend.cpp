@@ -127,8 +127,11 @@ class CudaBackend final : public BackendImpl {
     }
     const int E = static_cast<int>(shape_.num_experts);
     if (!block_refusal_.empty()) return;
-    gemm_ws_bytes_ = std::max(grouped_gemm_workspace_bytes(op_, path1_, E, sm_count_),
-                              grouped_gemm_workspace_bytes(op_, path2_, E, sm_count_));
+    // A family left out of the build (FUSEDMOE_SKIP_GPU_FORMATS): can_implement() refuses the
+    // layer with that reason; constructing it must not throw.
+    if (op_ == Operand::FP32 || quant1_ == Fp8Quant::BLOCK || sm90_gemm_built(op_))
+      gemm_ws_bytes_ = std::max(grouped_gemm_workspace_bytes(op_, path1_, E, sm_count_),
+                                grouped_gemm_workspace_bytes(op_, path2_, E, sm_count_));
   }
 
   size_t workspace_size(int64_t max_tokens, int64_t topk) const override {
