@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "cuda/active_expert.cuh"
 #include "cuda/cuda_check.hpp"
@@ -381,13 +382,21 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
   return p;
 }
 
-// Dynamic shared memory above 48 KB needs the opt-in, once per instance (not a stream
-// operation: fine before or during graph capture).
+// Dynamic shared memory above 48 KB needs the opt-in, once per instance *and device* (not a
+// stream operation: fine before or during graph capture). A once-per-process opt-in left the
+// second GPU of an expert-parallel run without it: cudaErrorInvalidValue at launch (seen on 2
+// H200s, 2026-11-21).
 template <int F, int NT>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(w4_mma_kernel<F, 1, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  FUSEDMOE_CUDA_CHECK(attr);
+  static std::atomic<uint64_t> done{0};  // bit d: set on device d (< 64; others set every time)
+  int dev = 0;
+  FUSEDMOE_CUDA_CHECK(cudaGetDevice(&dev));
+  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
+  if (bit == 0 || !(done.load(std::memory_order_relaxed) & bit)) {
+    FUSEDMOE_CUDA_CHECK(
+        cudaFuncSetAttribute(w4_mma_kernel<F, 1, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    done.fetch_or(bit, std::memory_order_relaxed);
+  }
   w4_mma_kernel<F, 1, NT><<<grid, dim3(kWarps * 32), kSmemBytes, stream>>>(p);
 }
 
