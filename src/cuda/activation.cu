@@ -103,18 +103,10 @@ __global__ void activation_kernel(ActivationParams p) {
       return;
     }
     case Fp8Quant::BLOCK: return;  // activation_block_kernel
-    case Fp8Quant::NVFP4: {  // whole row (gridDim.y == 1), one thread per 16-wide block
-      const float gs = 1.0f / p.nvfp4_input_scale[e];
-      for (int64_t b = threadIdx.x; b < p.N / 16; b += blockDim.x) {
-        float v[16];
-#pragma unroll
-        for (int j = 0; j < 16; ++j) v[j] = act_value(p, r, e, b * 16 + j);
-        nvfp4_block_values(v, gs);
-#pragma unroll
-        for (int j = 0; j < 16; ++j) store_operand(p.out, p.op, base + b * 16 + j, v[j]);
-      }
+    case Fp8Quant::NVFP4:  // whole row (gridDim.y == 1)
+      quantise_nvfp4_row(p.out, p.op, base, p.N, 1.0f / p.nvfp4_input_scale[e],
+                         [&](int64_t n) { return act_value(p, r, e, n); });
       return;
-    }
     case Fp8Quant::ROW: {
       float m = 0.0f;
       for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x) {

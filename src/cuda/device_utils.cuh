@@ -318,6 +318,21 @@ __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
   for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
 }
 
+// nvfp4 (W4A4) quantisation of one operand row of `cols` values, one thread per 16-wide block
+// (block-strided): value(c) gives the row's value at column c, out + base the row in the operand.
+template <class Value>
+__device__ __forceinline__ void quantise_nvfp4_row(void* out, Operand op, int64_t base, int64_t cols, float gs,
+                                                   Value value) {
+  for (int64_t b = threadIdx.x; b < cols / 16; b += blockDim.x) {
+    float v[16];
+#pragma unroll
+    for (int j = 0; j < 16; ++j) v[j] = value(b * 16 + j);
+    nvfp4_block_values(v, gs);
+#pragma unroll
+    for (int j = 0; j < 16; ++j) store_operand(out, op, base + b * 16 + j, v[j]);
+  }
+}
+
 // The GENERIC dequant factor of row r (expert e).
 __device__ __forceinline__ float generic_factor(const Dequant& dq, int64_t r, int64_t e) {
   float f = 1.0f;

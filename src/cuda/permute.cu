@@ -226,16 +226,9 @@ __global__ void gather_kernel(GatherParams p) {
   }
   uint8_t* q = static_cast<uint8_t*>(p.out);
   float s;
-  if (p.quant == Fp8Quant::NVFP4) {  // whole row (gridDim.y == 1), one thread per 16-wide block
+  if (p.quant == Fp8Quant::NVFP4) {  // whole row (gridDim.y == 1)
     const float gs = 1.0f / p.nvfp4_input_scale[p.block.row_expert[r]];
-    for (int64_t b = threadIdx.x; b < p.K / 16; b += blockDim.x) {
-      float v[16];
-#pragma unroll
-      for (int j = 0; j < 16; ++j) v[j] = gemm1_value(p, t, w, b * 16 + j);
-      nvfp4_block_values(v, gs);
-#pragma unroll
-      for (int j = 0; j < 16; ++j) store_operand(p.out, p.op, base + b * 16 + j, v[j]);
-    }
+    quantise_nvfp4_row(p.out, p.op, base, p.K, gs, [&](int64_t k) { return gemm1_value(p, t, w, k); });
   } else if (p.quant == Fp8Quant::ROW) {
     float m = 0.0f;
     for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) m = fmaxf(m, abs_for_amax(gemm1_value(p, t, w, k)));

@@ -1,10 +1,10 @@
 // 4-bit weight grouped GEMMs (design and numerics: w4_gemm.hpp).
 //
-// mma kernel. A warp owns 16 * MT weight rows (the MMA's M side) and 8 * NT tokens of one expert
-// (N side) and walks k in chunks of 128: lane (g = lane / 4, t = lane % 4) loads 16 bytes = 32
-// packed values of each of its rows (rows g and g + 8 of every 16-row tile) at k offset
-// chunk * 128 + t * 32, and 64 bytes = the same 32 activation values of token g of every 8-token
-// tile. A k-permutation inside the MMA is free as long as A and B use the same one: each 32-bit
+// mma kernel. A warp owns 16 weight rows (the MMA's M side) and 8 * NT tokens of one expert
+// (N side) and walks k in chunks of 128: lane (g = lane / 4, t = lane % 4) reads 16 bytes = 32
+// packed values of rows g and g + 8 at k offset chunk * 128 + t * 32 (from the warp's
+// shared-memory copy, see kSubs below), and loads 64 bytes = the same 32 activation values of
+// token g of every 8-token tile. A k-permutation inside the MMA is free as long as A and B use the same one: each 32-bit
 // word of packed weights (values k0..k7) decodes to the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7)
 // with a few shifts and masks, and the activations are permuted the same way with prmt.
 // Two k16 MMA steps per word. fp32 accumulators, one warp per output, fixed k order:
@@ -175,9 +175,8 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
-template <int F, int MT, int NT>
+template <int F, int NT>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
-  static_assert(MT == 1, "one 16-row tile per warp");
   extern __shared__ __align__(16) uint8_t smem[];
   const int e = active_expert<kWarps>(p.offsets, p.groups, blockIdx.y);
   if (e < 0) return;
@@ -394,22 +393,17 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
   const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
   if (bit == 0 || !(done.load(std::memory_order_relaxed) & bit)) {
     FUSEDMOE_CUDA_CHECK(
-        cudaFuncSetAttribute(w4_mma_kernel<F, 1, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+        cudaFuncSetAttribute(w4_mma_kernel<F, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
     done.fetch_or(bit, std::memory_order_relaxed);
   }
-  w4_mma_kernel<F, 1, NT><<<grid, dim3(kWarps * 32), kSmemBytes, stream>>>(p);
+  w4_mma_kernel<F, NT><<<grid, dim3(kWarps * 32), kSmemBytes, stream>>>(p);
 }
 
-template <int F, int MT>
+template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
   if (nt == 1) launch_one<F, 1>(p, grid, stream);
   else if (nt == 2) launch_one<F, 2>(p, grid, stream);
   else launch_one<F, 4>(p, grid, stream);
-}
-
-template <int F>
-void launch_mma_fmt(const Params& p, int, int nt, dim3 grid, cudaStream_t stream) {
-  launch_mma<F, 1>(p, nt, grid, stream);
 }
 
 }  // namespace
@@ -443,13 +437,13 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
   // the expert's weights once); rows beyond are taken in further passes.
   const int64_t expect = (max_rows + active - 1) / active;
   const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
-  const int mt = 1;  // two 16-row tiles per warp measured slower (registers, fewer warps)
-  const int64_t per_block = static_cast<int64_t>(kWarps) * 16 * mt;
+  // One 16-row tile per warp: two measured slower (218-255 registers, fewer warps; NOTES.md).
+  const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
   const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
   switch (w.format) {
-    case Format::W4A8_INT4: launch_mma_fmt<kInt4>(p, mt, nt, grid, stream); break;
-    case Format::MXFP4: launch_mma_fmt<kMx>(p, mt, nt, grid, stream); break;
-    case Format::NVFP4: launch_mma_fmt<kNv>(p, mt, nt, grid, stream); break;
+    case Format::W4A8_INT4: launch_mma<kInt4>(p, nt, grid, stream); break;
+    case Format::MXFP4: launch_mma<kMx>(p, nt, grid, stream); break;
+    case Format::NVFP4: launch_mma<kNv>(p, nt, grid, stream); break;
     default: throw Error("w4 grouped GEMM: not a 4-bit format");
   }
   FUSEDMOE_CUDA_CHECK_LAUNCH();

@@ -547,21 +547,17 @@ TEST(EpGpu, NcclWorld1) { run_world(1); }
 TEST(EpGpu, NcclWorld2) { run_world(2); }
 TEST(EpGpu, NcclWorld4) { run_world(4); }
 
-// The multi-process bootstrap path in one process: a unique id, ncclCommInitRank per thread.
-TEST(EpGpu, UniqueIdBootstrap) {
-  if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL transport";
-  const int world = std::min(2, gpu_count());
-  if (world < 1) GTEST_SKIP() << "no CUDA device";
-  const EpUniqueId id = EpUniqueId::from_hex(nccl_unique_id().to_hex());
-  std::vector<GpuCase> cases = make_cases(world);
-  GpuCase* c = nullptr;
+// The first case of `cases` in `format` / `mode` that this build runs (its references computed).
+GpuCase* pick_case(std::vector<GpuCase>& cases, Format format, EpMode mode) {
   std::string why;
   for (auto& k : cases)
-    if (k.f->format == Format::FP32 && k.mode == EpMode::EXACT && single_gpu_references(k, &why)) {
-      c = &k;
-      break;
-    }
-  ASSERT_NE(c, nullptr);
+    if (k.f->format == format && k.mode == mode && single_gpu_references(k, &why)) return &k;
+  return nullptr;
+}
+
+// Runs one case on `world` rank threads, each with the transport make_transport(rank) returns
+// (called on the rank's thread), and checks every rank's output against the reference.
+void run_single_case(int world, GpuCase& c, const std::function<std::shared_ptr<Transport>(int)>& make_transport) {
   HostBarrier hb(world);
   Progress prog(world);
   std::vector<std::thread> threads;
@@ -570,11 +566,11 @@ TEST(EpGpu, UniqueIdBootstrap) {
     threads.emplace_back([&, r] {
       std::vector<Graph> graphs;
       try {
-        auto tr = make_nccl_transport(id, world, r, r);
+        auto tr = make_transport(r);
         cudaStream_t stream = nullptr;
         FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
         try {
-          run_rank(*c, r, tr, stream, hb, prog, graphs);
+          run_rank(c, r, tr, stream, hb, prog, graphs);
         } catch (const std::exception& e) {
           errors[r] = e.what();
         }
@@ -587,9 +583,21 @@ TEST(EpGpu, UniqueIdBootstrap) {
   for (auto& t : threads) t.join();
   for (int r = 0; r < world; ++r) {
     EXPECT_EQ(errors[r], "");
-    if (errors[r].empty() && c->M[r] > 0)
-      EXPECT_LT(test::rel_error(test::to_double(c->out[r]), test::to_double(c->ref[r])), tolerance(*c->f));
+    if (errors[r].empty() && c.M[r] > 0)
+      EXPECT_LT(test::rel_error(test::to_double(c.out[r]), test::to_double(c.ref[r])), tolerance(*c.f));
   }
+}
+
+// The multi-process bootstrap path in one process: a unique id, ncclCommInitRank per thread.
+TEST(EpGpu, UniqueIdBootstrap) {
+  if (!nccl_available()) GTEST_SKIP() << "this build has no NCCL transport";
+  const int world = std::min(2, gpu_count());
+  if (world < 1) GTEST_SKIP() << "no CUDA device";
+  const EpUniqueId id = EpUniqueId::from_hex(nccl_unique_id().to_hex());
+  std::vector<GpuCase> cases = make_cases(world);
+  GpuCase* c = pick_case(cases, Format::FP32, EpMode::EXACT);
+  ASSERT_NE(c, nullptr);
+  run_single_case(world, *c, [&](int r) { return make_nccl_transport(id, world, r, r); });
 }
 
 // The caller's own communicators (ncclCommInitAll here), wrapped, used and destroyed by the caller.
@@ -598,50 +606,20 @@ TEST(EpGpu, CallersCommunicator) {
   const int world = std::min(2, gpu_count());
   if (world < 1) GTEST_SKIP() << "no CUDA device";
   std::vector<GpuCase> cases = make_cases(world);
-  GpuCase* c = nullptr;
-  std::string why;
-  for (auto& k : cases)
-    if (k.f->format == Format::FP32 && k.mode == EpMode::PADDED && single_gpu_references(k, &why)) {
-      c = &k;
-      break;
-    }
+  GpuCase* c = pick_case(cases, Format::FP32, EpMode::PADDED);
   ASSERT_NE(c, nullptr);
   std::vector<ncclComm_t> comms(world);
   std::vector<int> devs(world);
   for (int i = 0; i < world; ++i) devs[i] = i;
   ASSERT_EQ(ncclCommInitAll(comms.data(), world, devs.data()), ncclSuccess);
-  HostBarrier hb(world);
-  Progress prog(world);
-  std::vector<std::thread> threads;
-  std::vector<std::string> errors(world);
-  for (int r = 0; r < world; ++r)
-    threads.emplace_back([&, r] {
-      std::vector<Graph> graphs;
-      try {
-        FMOE_CUDA(cudaSetDevice(r));
-        auto tr = make_nccl_transport(static_cast<void*>(comms[r]), r);
-        EXPECT_EQ(tr->rank(), r);
-        EXPECT_EQ(tr->world(), world);
-        cudaStream_t stream = nullptr;
-        FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-        try {
-          run_rank(*c, r, tr, stream, hb, prog, graphs);
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-        }
-        finish_rank(hb, graphs);
-        cudaStreamDestroy(stream);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  for (auto& t : threads) t.join();
+  run_single_case(world, *c, [&](int r) {
+    FMOE_CUDA(cudaSetDevice(r));
+    auto tr = make_nccl_transport(static_cast<void*>(comms[r]), r);
+    EXPECT_EQ(tr->rank(), r);
+    EXPECT_EQ(tr->world(), world);
+    return tr;
+  });
   for (auto& comm : comms) ncclCommDestroy(comm);  // still the caller's
-  for (int r = 0; r < world; ++r) {
-    EXPECT_EQ(errors[r], "");
-    if (errors[r].empty() && c->M[r] > 0)
-      EXPECT_LT(test::rel_error(test::to_double(c->out[r]), test::to_double(c->ref[r])), tolerance(*c->f));
-  }
 #else
   GTEST_SKIP() << "this build has no NCCL transport";
 #endif
