@@ -134,6 +134,85 @@ __global__ void activation_block_kernel(ActivationParams p) {
   quantise_block_group(p.block, r, g, p.N, q, [&](int64_t n) { return act_value(p, r, e, n); });
 }
 
+// The 8 activation outputs [n, n + 8) of one row, rounded to the activation dtype, from 16-byte
+// loads of the row's GEMM1 output (hrow); ds is the row's dequant factor (used unless NONE).
+// Same operations and order as act_value / h_value.
+__device__ __forceinline__ void act8(const ActivationParams& p, const char* hrow, int64_t e, float ds, int64_t n,
+                                     float (&a)[8]) {
+  const float* bias = p.bias ? p.bias + e * p.R : nullptr;
+  auto fix = [&](float v, int64_t col) {
+    if (p.dq.kind != Dequant::NONE) v *= ds;
+    if (bias) v += bias[col];
+    return v;
+  };
+  const int64_t eb = elem_bytes(p.h_dtype);
+  if (p.act == Activation::RELU2) {
+    float h[8];
+    load8_as_float(hrow + n * eb, p.h_dtype, 0, h);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float v = fix(h[j], n + j);
+      const float c = v > 0.0f ? v : 0.0f;
+      a[j] = round_to(p.act_dtype, c * c);
+    }
+    return;
+  }
+  const bool gate_first = p.order == GateUpOrder::GATE_UP;
+  float g[8], u[8];
+  if (p.interleaved) {  // gate / up pairs at columns 2n', 2n' + 1
+    float lo[8], hi[8];  // columns 2n .. 2n + 7 and 2n + 8 .. 2n + 15
+    load8_as_float(hrow + 2 * n * eb, p.h_dtype, 0, lo);
+    load8_as_float(hrow + (2 * n + 8) * eb, p.h_dtype, 0, hi);
+    const int go = gate_first ? 0 : 1;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float* c = j < 4 ? lo + 2 * j : hi + 2 * (j - 4);
+      g[j] = fix(gate_first ? c[0] : c[1], 2 * (n + j) + go);  // selects, not a register index
+      u[j] = fix(gate_first ? c[1] : c[0], 2 * (n + j) + 1 - go);
+    }
+  } else {
+    const int64_t gi = gate_first ? n : p.N + n, ui = gate_first ? p.N + n : n;
+    load8_as_float(hrow + gi * eb, p.h_dtype, 0, g);
+    load8_as_float(hrow + ui * eb, p.h_dtype, 0, u);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      g[j] = fix(g[j], gi + j);
+      u[j] = fix(u[j], ui + j);
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < 8; ++j) a[j] = round_to(p.act_dtype, gated(p, g[j], u[j]));
+}
+
+// fp8-block, N a multiple of 128, no per-column dequant: one block per row (grid-stride over the
+// rows that exist), half a warp per 128-wide group, 8 outputs per lane. Values, scales and codes
+// as activation_block_kernel.
+__global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(ActivationParams p) {
+  const int32_t rows = load_rows(p.rows);
+  const int lanes = static_cast<int>(p.N / 8);
+  const int warp0 = threadIdx.x & ~31;
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t e = __ldg(p.row_expert + r);
+    float ds = 1.0f;
+    if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
+    if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
+    const char* hrow = static_cast<const char*>(p.h) + r * p.R * elem_bytes(p.h_dtype);
+    uint8_t* qrow = static_cast<uint8_t*>(p.out) + r * p.N;
+    for (int l0 = warp0; l0 < lanes; l0 += blockDim.x) {  // whole warps (shuffles need all 32)
+      const int l = l0 + (threadIdx.x & 31);
+      const bool in = l < lanes;
+      float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (in) act8(p, hrow, e, ds, static_cast<int64_t>(l) * 8, a);
+      const float s = block_scale_half_warp(amax8(a), p.block.ue8m0);
+      if (in) {
+        *reinterpret_cast<uint2*>(qrow + static_cast<int64_t>(l) * 8) = block_codes8(a, s);
+        if ((l & 15) == 0) p.block.scale[block_scale_index(p.block, r, l / 16, p.N / kFp8Block)] = s;
+      }
+    }
+  }
+}
+
 __global__ void quantise_staged_kernel(ActivationParams p) {
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
@@ -195,6 +274,13 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
 }  // namespace
 
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
+  const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
+  if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
+      aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
+    activation_block_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.N));
     activation_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);

@@ -24,6 +24,9 @@ __device__ __forceinline__ float load_as_float(const void* p, DType d, int64_t i
   }
 }
 
+// Bytes of one element of an F32 / BF16 / F16 array.
+__device__ __forceinline__ int64_t elem_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
+
 // Rounds to the activation dtype (bf16 / fp16 / fp32), as the CPU's round_to().
 __device__ __forceinline__ float round_to(DType d, float v) {
   switch (d) {
@@ -146,6 +149,30 @@ __device__ __forceinline__ void quantise_block_group(const BlockScaleOut& b, int
   if (lane == 0) b.scale[block_scale_index(b, r, g, (cols + kFp8Block - 1) / kFp8Block)] = s;
 }
 
+// Vector form of the same quantiser for rows whose width is a multiple of 128: half a warp
+// (16 lanes) per group, 8 consecutive columns per lane (16-byte loads, 8-byte code stores), one
+// block walking whole rows, so no per-element index arithmetic. The max is order-independent and
+// each code is the same division, so scales and codes are bitwise those of quantise_block_group.
+// All 32 lanes must call it (shuffles); a lane outside the row passes m = 0 and its half-warp
+// is wholly outside (widths are multiples of 128 = 16 lanes x 8).
+__device__ __forceinline__ float block_scale_half_warp(float m, bool ue8m0) {
+  for (int o = 8; o > 0; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  const float s = __fdiv_rn(fmaxf(m, kMinAmax), kFp8Max);
+  return ue8m0 ? round_up_pow2(s) : s;
+}
+__device__ __forceinline__ float amax8(const float (&v)[8]) {
+  float m = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) m = fmaxf(m, abs_for_amax(v[j]));
+  return m;
+}
+__device__ __forceinline__ uint2 block_codes8(const float (&v)[8], float s) {
+  uint32_t w[2] = {0u, 0u};
+#pragma unroll
+  for (int j = 0; j < 8; ++j) w[j / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(v[j], s))) << (8 * (j % 4));
+  return make_uint2(w[0], w[1]);
+}
+
 // Launch shape of the BLOCK quantisers: one warp per group, kBlockGroupsPerCta groups per block.
 constexpr int kBlockGroupsPerCta = 8;
 inline unsigned block_quant_grid_y(int64_t cols) {
@@ -186,6 +213,12 @@ inline unsigned vec_grid(int64_t items) {
   constexpr int64_t kMaxBlocks = 2048;  // ~8 blocks per SM on a 132-SM H100/H200, grid-stride beyond
   const int64_t b = (items + kVecThreads - 1) / kVecThreads;
   return static_cast<unsigned>(b < 1 ? 1 : (b < kMaxBlocks ? b : kMaxBlocks));
+}
+// Row-walking kernels (one block per row, grid-stride over the rows that exist): enough blocks
+// to fill the GPU several times over, never more than the rows.
+inline unsigned row_grid(int64_t max_rows) {
+  constexpr int64_t kMaxBlocks = 4096;
+  return static_cast<unsigned>(max_rows < 1 ? 1 : (max_rows < kMaxBlocks ? max_rows : kMaxBlocks));
 }
 inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 

@@ -4,6 +4,8 @@
 // deterministic, no atomics.
 #include <cuda_runtime.h>
 
+#include <algorithm>
+
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
 
@@ -53,50 +55,68 @@ __global__ void finalize_kernel(FinalizeParams p) {
   }
 }
 
-// Vector path: one thread per (token, 4 columns), grid-stride. The slots of a token are taken
-// 8 at a time: their rows, then all their y loads (16 bytes each), then the sum in slot order,
-// so a thread has up to 8 loads in flight instead of one (the scalar kernel above is bound by
-// the latency of its one-at-a-time loads). Same operations in the same order as finalize_kernel.
+// Vector path: one block per token (grid-stride over the tokens) and column chunk (blockIdx.y,
+// several only when there are too few tokens to fill the GPU); 4 columns per thread per step.
+// The token's slot rows, experts, weights and scale factors are read once into shared memory;
+// then each step issues the y loads (16 bytes each) of 8 slots before summing them in slot
+// order, so a thread keeps 8 loads in flight and does no per-element index division. Same
+// operations in the same order as finalize_kernel.
 constexpr int kSlotBatch = 8;
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
-  const int64_t vecs = p.K / 4;
-  const int64_t items = p.M * vecs;
+  __shared__ int32_t rows_s[kMaxTopkInSmem];
+  __shared__ int32_t experts_s[kMaxTopkInSmem];
+  __shared__ float weights_s[kMaxTopkInSmem];
+  __shared__ float factor_s[kMaxTopkInSmem];  // TENSOR: a * w[e]; CHANNEL: a_row; GENERIC: all
   const int topk = static_cast<int>(p.topk);
+  const int64_t vecs = p.K / 4;
+  const int64_t per = (vecs + gridDim.y - 1) / gridDim.y;
+  const int64_t vb = static_cast<int64_t>(blockIdx.y) * per, ve = min(vecs, vb + per);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < items;
-       it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t t = it / vecs, c = (it - t * vecs) * 4;
-    const int64_t i0 = t * p.topk;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int k0 = 0; k0 < topk; k0 += kSlotBatch) {
-      int32_t r[kSlotBatch];
-      float y[kSlotBatch][4];
+  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
+    __syncthreads();  // the previous token's slot data is no longer read
+    for (int k = threadIdx.x; k < topk; k += blockDim.x) {
+      const int64_t i = t * p.topk + k;
+      const int32_t r = p.slot_row[i];
+      const int32_t e = r >= 0 ? p.row_expert[r] : 0;
+      rows_s[k] = r;
+      experts_s[k] = e;
+      weights_s[k] = p.on_input ? 1.0f : p.topk_weights[i];
+      float f = 1.0f;
+      if (r >= 0 && p.dq.kind == Dequant::TENSOR) f = a_tensor * p.dq.w[e];
+      if (r >= 0 && p.dq.kind == Dequant::CHANNEL) f = p.dq.a_row[r];
+      if (r >= 0 && p.dq.kind == Dequant::GENERIC) f = generic_factor(p.dq, r, e);
+      factor_s[k] = f;
+    }
+    __syncthreads();
+    for (int64_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
+      const int64_t c = v * 4;
+      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int k0 = 0; k0 < topk; k0 += kSlotBatch) {
+        int32_t r[kSlotBatch];
+        float y[kSlotBatch][4];
 #pragma unroll
-      for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? __ldg(p.slot_row + i0 + k0 + j) : -1;
+        for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? rows_s[k0 + j] : -1;
 #pragma unroll
-      for (int j = 0; j < kSlotBatch; ++j)
-        if (r[j] >= 0) load4_as_float(p.y, p.y_dtype, static_cast<int64_t>(r[j]) * p.K + c, y[j]);
+        for (int j = 0; j < kSlotBatch; ++j)
+          if (r[j] >= 0) load4_as_float(p.y, p.y_dtype, static_cast<int64_t>(r[j]) * p.K + c, y[j]);
 #pragma unroll
-      for (int j = 0; j < kSlotBatch; ++j) {
-        if (r[j] < 0) continue;
-        const int64_t e = __ldg(p.row_expert + r[j]);
-        const float w = p.on_input ? 1.0f : __ldg(p.topk_weights + i0 + k0 + j);
-        float a = 1.0f;
-        if (p.dq.kind == Dequant::TENSOR) a = a_tensor;
-        if (p.dq.kind == Dequant::CHANNEL) a = __ldg(p.dq.a_row + r[j]);
-        if (p.dq.kind == Dequant::GENERIC) a = generic_factor(p.dq, r[j], e);
+        for (int j = 0; j < kSlotBatch; ++j) {
+          if (r[j] < 0) continue;
+          const int64_t e = experts_s[k0 + j];
+          const float w = weights_s[k0 + j], f = factor_s[k0 + j];
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          float yv = y[j][q];
-          if (p.dq.kind == Dequant::TENSOR) yv *= a * p.dq.w[e];
-          if (p.dq.kind == Dequant::CHANNEL) yv *= a * p.dq.w[e * p.K + c + q];
-          if (p.dq.kind == Dequant::GENERIC) yv *= a;
-          if (p.bias) yv += p.bias[e * p.K + c + q];
-          acc[q] += w * yv;
+          for (int q = 0; q < 4; ++q) {
+            float yv = y[j][q];
+            if (p.dq.kind == Dequant::TENSOR) yv *= f;
+            if (p.dq.kind == Dequant::CHANNEL) yv *= f * p.dq.w[e * p.K + c + q];
+            if (p.dq.kind == Dequant::GENERIC) yv *= f;
+            if (p.bias) yv += p.bias[e * p.K + c + q];
+            acc[q] += w * yv;
+          }
         }
       }
+      store4_from_float(p.out, p.out_dtype, t * p.K + c, acc);
     }
-    store4_from_float(p.out, p.out_dtype, t * p.K + c, acc);
   }
 }
 
@@ -107,7 +127,11 @@ bool finalize_supports_topk(int64_t topk) { return topk <= kMaxTopkInSmem; }
 void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
   const size_t out_bytes = p.out_dtype == DType::F32 ? 4 : 2;
   if (p.K % 4 == 0 && aligned_to(p.y, 16) && aligned_to(p.out, 4 * out_bytes)) {
-    finalize_vec_kernel<<<vec_grid(p.M * (p.K / 4)), kVecThreads, 0, stream>>>(p);
+    // Column chunks only while the tokens alone give fewer than ~1024 blocks.
+    const int64_t vecs = p.K / 4, steps = (vecs + kVecThreads - 1) / kVecThreads;
+    const int64_t split = std::max<int64_t>(1, std::min<int64_t>(steps, 1024 / std::max<int64_t>(p.M, 1)));
+    const dim3 grid(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(p.M, 1), 65535)), static_cast<unsigned>(split));
+    finalize_vec_kernel<<<grid, kVecThreads, 0, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

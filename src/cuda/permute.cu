@@ -17,7 +17,7 @@ namespace {
 
 // Slots per chunk of the general (multi-block) plan; also the limit of the one-block plan.
 constexpr int kChunk = 1024;
-constexpr int kScanThreads = 1024;
+constexpr int kScanThreads = 1024;  // plan_scan_kernel
 
 __device__ __forceinline__ int32_t local_expert(const int32_t* ids, const int32_t* emap, int64_t i, int E,
                                                 int64_t num_global) {
@@ -110,13 +110,45 @@ __device__ void place_slots(int64_t begin, int64_t end, int32_t* run, ExpertOf e
   }
 }
 
+// Places slots [begin, end) (at most kChunk) with the whole block: the range is split into one
+// contiguous run per warp; each warp counts its run's experts (shared-memory atomics: integer
+// counts do not depend on their order), the counts are scanned over the warps per expert from
+// first_row(e), and every warp places its run. The rows are those of one warp walking the range
+// in slot order; the walk's iterations are spread over the warps. run: [warps][E] shared ints.
+template <typename FirstRow, typename ExpertOf>
+__device__ void place_range(int64_t begin, int64_t end, int E, int32_t* run, FirstRow first_row, ExpertOf ex,
+                            const PlanBuffers& p) {
+  const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t per = (kChunk + warps - 1) / warps;
+  const int64_t wb = min(end, begin + warp * per), we = min(end, wb + per);
+  int32_t* mine = run + static_cast<int64_t>(warp) * E;
+  for (int e = lane; e < E; e += 32) mine[e] = 0;
+  __syncwarp();
+  for (int64_t i = wb + lane; i < we; i += 32) {
+    const int32_t e = ex(i);
+    if (e >= 0) atomicAdd(&mine[e], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < E; e += blockDim.x) {
+    int32_t next = first_row(e);
+    for (int w = 0; w < warps; ++w) {
+      const int32_t n = run[static_cast<int64_t>(w) * E + e];
+      run[static_cast<int64_t>(w) * E + e] = next;
+      next += n;
+    }
+  }
+  __syncthreads();
+  place_slots(wb, we, mine, ex, p);
+}
+
 // Small problems (slots <= kChunk): the whole plan in one block.
 __global__ void plan_small_kernel(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                                   PlanBuffers p) {
   extern __shared__ int32_t smem[];
-  int32_t* counts = smem;      // [E]
-  int32_t* tiles = smem + E;   // [E]
-  int32_t* ex = tiles + E;     // [kChunk]
+  int32_t* counts = smem;        // [E]
+  int32_t* ex = smem + E;        // [kChunk]
+  int32_t* run = ex + kChunk;    // place_range's [warps][E]
+  int32_t* tiles = run;          // [E], done with before place_range
   for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
   __syncthreads();
   for (int64_t i = threadIdx.x; i < slots; i += blockDim.x) {
@@ -125,9 +157,9 @@ __global__ void plan_small_kernel(const int32_t* ids, const int32_t* emap, int64
     if (e >= 0) atomicAdd(&counts[e], 1);
   }
   __syncthreads();
-  write_offsets(counts, tiles, E, p);  // counts now hold the offsets: warp 0 uses them as run[]
+  write_offsets(counts, tiles, E, p);  // counts now hold the offsets
   __syncthreads();
-  if (threadIdx.x < 32) place_slots(0, slots, counts, [&](int64_t i) { return ex[i]; }, p);
+  place_range(0, slots, E, run, [&](int e) { return counts[e]; }, [&](int64_t i) { return ex[i]; }, p);
 }
 
 // General path, 1/3: each block counts the experts of one chunk of slots.
@@ -168,16 +200,21 @@ __global__ void plan_scan_kernel(int64_t chunks, int E, PlanBuffers p) {
   write_offsets(counts, tiles, E, p);
 }
 
-// General path, 3/3: one warp per chunk places its slots after those of earlier chunks.
+// General path, 3/3: one block per chunk places its slots after those of earlier chunks.
 __global__ void plan_place_kernel(int64_t slots, int E, PlanBuffers p) {
-  extern __shared__ int32_t run[];  // [E]
+  extern __shared__ int32_t run[];  // [warps][E]
   const int64_t c = blockIdx.x;
-  for (int e = threadIdx.x; e < E; e += blockDim.x) run[e] = p.expert_offsets[e] + p.chunk_counts[c * E + e];
-  __syncwarp();
-  const int64_t begin = c * kChunk;
-  const int64_t end = min(slots, begin + kChunk);
   const int32_t* se = p.slot_expert;
-  place_slots(begin, end, run, [&](int64_t i) { return se[i]; }, p);
+  place_range(
+      c * kChunk, min(slots, (c + 1) * kChunk), E, run,
+      [&](int e) { return p.expert_offsets[e] + p.chunk_counts[c * E + e]; }, [&](int64_t i) { return se[i]; }, p);
+}
+
+// Warps of a place_range block: up to 32, while their [warps][E] counts and `other` ints of
+// shared memory fit in 48 KB.
+int place_warps(int E, int other = 0) {
+  const int64_t fit = (12288 - other) / std::max(E, 1);
+  return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(32, fit)));
 }
 
 // ---- GEMM1 operand ----
@@ -256,6 +293,40 @@ __global__ void gather_block_kernel(GatherParams p) {
   quantise_block_group(p.block, r, g, p.K, q, [&](int64_t k) { return gemm1_value(p, t, w, k); });
 }
 
+// fp8-block, K a multiple of 128: one block per row (grid-stride over the rows that exist), half
+// a warp per 128-wide group, 8 columns per lane (block_scale_half_warp / block_codes8). Values,
+// scales and codes as gather_block_kernel.
+__global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherParams p) {
+  const int32_t rows = load_rows(p.rows);
+  const int lanes = static_cast<int>(p.K / 8);  // 16 per group
+  const int warp0 = threadIdx.x & ~31;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
+    const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
+    const void* xrow = static_cast<const char*>(p.x) + t * p.K * elem_bytes(p.x_dtype);
+    uint8_t* qrow = static_cast<uint8_t*>(p.out) + r * p.K;
+    // The whole warp iterates while its first lane is inside the row (shuffles need all 32).
+    for (int l0 = warp0; l0 < lanes; l0 += blockDim.x) {
+      const int l = l0 + (threadIdx.x & 31);
+      const bool in = l < lanes;
+      float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+      if (in) {
+        load8_as_float(xrow, p.x_dtype, static_cast<int64_t>(l) * 8, v);
+        if (p.on_input) {
+#pragma unroll
+          for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
+        }
+      }
+      const float s = block_scale_half_warp(amax8(v), p.block.ue8m0);
+      if (in) {
+        *reinterpret_cast<uint2*>(qrow + static_cast<int64_t>(l) * 8) = block_codes8(v, s);
+        const int64_t g = l / 16;
+        if ((l & 15) == 0) p.block.scale[block_scale_index(p.block, r, g, p.K / kFp8Block)] = s;
+      }
+    }
+  }
+}
+
 // Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
 // over the rows that exist (the device count), 16-byte loads of x, 16-byte (bf16 / fp16) or
 // 8-byte (e4m3) stores. Values and rounding as gather_kernel.
@@ -296,8 +367,9 @@ int64_t plan_chunks(int64_t slots) { return (slots + kChunk - 1) / kChunk; }
 void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                  const PlanBuffers& p, cudaStream_t stream) {
   if (slots <= kChunk) {
-    const size_t smem = (2 * static_cast<size_t>(E) + kChunk) * sizeof(int32_t);
-    plan_small_kernel<<<1, kScanThreads, smem, stream>>>(ids, emap, slots, E, num_global, p);
+    const int warps = place_warps(E, E + kChunk);
+    const size_t smem = (static_cast<size_t>(E) + kChunk + static_cast<size_t>(warps) * E) * sizeof(int32_t);
+    plan_small_kernel<<<1, 32 * warps, smem, stream>>>(ids, emap, slots, E, num_global, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -307,7 +379,8 @@ void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, 
   FUSEDMOE_CUDA_CHECK_LAUNCH();
   plan_scan_kernel<<<1, kScanThreads, 2 * smem_e, stream>>>(chunks, E, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
-  plan_place_kernel<<<static_cast<unsigned>(chunks), 32, smem_e, stream>>>(slots, E, p);
+  const int warps = place_warps(E);
+  plan_place_kernel<<<static_cast<unsigned>(chunks), 32 * warps, smem_e * warps, stream>>>(slots, E, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -325,6 +398,11 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
+  if (p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8)) {
+    gather_block_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.K));
     gather_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);

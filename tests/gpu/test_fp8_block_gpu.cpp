@@ -15,6 +15,7 @@
 #include "cuda/moe_kernels.hpp"
 #include "fusedmoe/codecs.hpp"
 #include "fusedmoe/quantize.hpp"
+#include "gpu/device_plan.hpp"
 #include "gpu/gpu_test_util.hpp"
 
 namespace fusedmoe::gputest {
@@ -37,39 +38,6 @@ void check_block(const Case& c, bool ue8m0, int64_t num_ids = -1) {
 }
 
 // ---------------------------------------------------------------- quantisers, bit for bit
-
-// The routing plan of `ids` on the device (all buffers owned here).
-struct DevicePlan {
-  DeviceBuffer slot_expert, slot_row, row_slot, row_expert, offsets, tiles, chunks;
-  cuda::PlanBuffers p;
-  DevicePlan(const std::vector<int32_t>& ids_h, int E, DeviceBuffer& ids) {
-    const int64_t slots = static_cast<int64_t>(ids_h.size());
-    const size_t s = ids_h.size() * 4;
-    slot_expert = DeviceBuffer(s);
-    slot_row = DeviceBuffer(s);
-    row_slot = DeviceBuffer(s);
-    row_expert = DeviceBuffer(s);
-    offsets = DeviceBuffer((E + 1) * 4);
-    tiles = DeviceBuffer((E + 1) * 4);
-    chunks = DeviceBuffer(static_cast<size_t>(cuda::plan_chunks(slots) * E) * 4);
-    p.slot_expert = static_cast<int32_t*>(slot_expert.get());
-    p.slot_row = static_cast<int32_t*>(slot_row.get());
-    p.row_slot = static_cast<int32_t*>(row_slot.get());
-    p.row_expert = static_cast<int32_t*>(row_expert.get());
-    p.expert_offsets = static_cast<int32_t*>(offsets.get());
-    p.tile_offsets = static_cast<int32_t*>(tiles.get());
-    p.chunk_counts = static_cast<int32_t*>(chunks.get());
-    ids.upload(ids_h.data(), s);
-    cuda::launch_plan(static_cast<const int32_t*>(ids.get()), nullptr, slots, E, E, p, nullptr);
-  }
-};
-
-template <class T>
-std::vector<T> download(const DeviceBuffer& b, size_t n) {
-  std::vector<T> v(n);
-  if (n) b.download(v.data(), n * sizeof(T));
-  return v;
-}
 
 // Expected codes and scales of one row, and the comparison with the device's.
 void expect_row_quant(const std::vector<float>& vals, bool ue8m0, const uint8_t* codes, const std::vector<float>& scales,
@@ -109,10 +77,10 @@ TEST_P(QuantGpu, MatchesCpuCodecBitwise) {
   for (auto& v : ids) v = static_cast<int32_t>(rng() % (E - 1));  // expert E-1 empty
   for (auto& v : w) v = 0.1f + static_cast<float>(rng() % 1000) / 1000.0f;
 
-  DeviceBuffer ids_d(ids.size() * 4), x_d(x.size() * 2), w_d(w.size() * 4);
+  DeviceBuffer x_d(x.size() * 2), w_d(w.size() * 4);
   x_d.upload(x.data(), x.size() * 2);
   w_d.upload(w.data(), w.size() * 4);
-  DevicePlan plan(ids, E, ids_d);
+  DevicePlan plan(ids, E);
   const int64_t slots = M * topk;
   DeviceBuffer a1(slots * K), s1(slots * ((K + 127) / 128) * 4);
 

@@ -1,0 +1,349 @@
+// The elementwise stages have a vector kernel (16-byte accesses, whole rows or tokens per block)
+// and a general one for shapes or pointers the vector one does not take. Both must give the same
+// bits: here each vector kernel runs next to the general one on the same data (the general one
+// is selected by handing the launcher an input pointer shifted off its 16-byte alignment), for
+// the fp8-block quantisers of both GEMM operands and for finalize. The routing plan (whose
+// placement is spread over warps) is checked against the order it must produce.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda/moe_kernels.hpp"
+#include "fusedmoe/codecs.hpp"
+#include "gpu/device_plan.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+// A device copy of host bytes starting `shift` bytes into a fresh allocation (cudaMalloc is
+// 256-byte aligned, so a shift of 2 or 4 breaks the vector kernels' alignment).
+struct Shifted {
+  DeviceBuffer buf;
+  void* ptr = nullptr;
+};
+Shifted upload_shifted(const void* src, size_t bytes, size_t shift) {
+  Shifted s{DeviceBuffer(bytes + 16), nullptr};
+  s.ptr = static_cast<char*>(s.buf.get()) + shift;
+  FMOE_CUDA(cudaMemcpy(s.ptr, src, bytes, cudaMemcpyHostToDevice));
+  return s;
+}
+template <class T>
+DeviceBuffer upload_vec(const std::vector<T>& v) {
+  DeviceBuffer b(v.size() * sizeof(T) + 16);
+  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+// Random values of mixed magnitude per 128-group (scales differ), one group in 9 all zero.
+std::vector<float> mixed_values(int64_t n, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> v(n);
+  float mag = 1.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    if (i % 128 == 0) mag = std::ldexp(1.0f, static_cast<int>(rng() % 20) - 10);
+    v[i] = (i / 128) % 9 == 4 ? 0.0f : nd(rng) * mag;
+  }
+  return v;
+}
+
+std::vector<int32_t> random_ids(int64_t slots, int E, std::mt19937& rng) {
+  std::vector<int32_t> ids(slots);
+  for (auto& v : ids) v = rng() % 17 == 0 ? -1 : static_cast<int32_t>(rng() % (E - 1));  // expert E-1 empty
+  return ids;
+}
+
+void expect_same_bytes(const DeviceBuffer& a, const void* b_dev, size_t bytes, const char* what) {
+  std::vector<uint8_t> ha(bytes), hb(bytes);
+  FMOE_CUDA(cudaMemcpy(ha.data(), a.get(), bytes, cudaMemcpyDeviceToHost));
+  FMOE_CUDA(cudaMemcpy(hb.data(), b_dev, bytes, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(ha[i], hb[i]) << what << ": first difference at byte " << i;
+}
+
+// ---------------------------------------------------------------- routing plan
+
+// Rows are grouped by local expert and ordered by slot inside an expert; slots whose id is out
+// of range or unmapped have no row. E = 3000 leaves room for only a few placing warps.
+TEST(PlanGpu, RowsByExpertThenSlot) {
+  FMOE_REQUIRE_GPU();
+  struct P {
+    int E;
+    int64_t slots;
+    bool mapped;
+  };
+  for (const P c : {P{8, 37, false}, P{256, 1024, false}, P{256, 1025, true}, P{256, 20000, false},
+                    P{3000, 900, true}, P{3000, 20000, false}, P{128, 65536, true}}) {
+    SCOPED_TRACE("E=" + std::to_string(c.E) + " slots=" + std::to_string(c.slots) + (c.mapped ? " mapped" : ""));
+    std::mt19937 rng(static_cast<uint32_t>(c.E * 7 + c.slots));
+    const int64_t num_global = c.mapped ? 2 * c.E : c.E;
+    std::vector<int32_t> emap;
+    if (c.mapped) {
+      emap.resize(num_global);
+      for (int64_t g = 0; g < num_global; ++g) emap[g] = g % 2 ? static_cast<int32_t>(g / 2) : (g % 4 ? -1 : c.E + 5);
+    }
+    std::vector<int32_t> ids(c.slots);
+    // Skewed: half the slots on experts 0..3, a few ids out of range.
+    for (auto& v : ids) {
+      const uint32_t u = rng();
+      v = u % 31 == 0 ? static_cast<int32_t>(num_global + u % 3) : static_cast<int32_t>(u % 2 ? u % 8 : u % num_global);
+    }
+    DevicePlan plan(ids, c.E, emap, num_global);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    std::vector<int32_t> local(c.slots), count(c.E, 0);
+    for (int64_t i = 0; i < c.slots; ++i) {
+      const int32_t g = ids[i];
+      int32_t e = (g >= 0 && g < num_global) ? (c.mapped ? emap[g] : g) : -1;
+      if (e >= c.E) e = -1;
+      local[i] = e;
+      if (e >= 0) ++count[e];
+    }
+    std::vector<int32_t> offsets(c.E + 1, 0);
+    for (int e = 0; e < c.E; ++e) offsets[e + 1] = offsets[e] + count[e];
+    const auto got_off = download<int32_t>(plan.offsets, c.E + 1);
+    ASSERT_EQ(got_off, offsets);
+    const auto slot_row = download<int32_t>(plan.slot_row, c.slots);
+    const auto row_slot = download<int32_t>(plan.row_slot, c.slots);
+    const auto row_expert = download<int32_t>(plan.row_expert, c.slots);
+    std::vector<int32_t> next(offsets.begin(), offsets.end() - 1);
+    for (int64_t i = 0; i < c.slots; ++i) {
+      const int32_t want = local[i] >= 0 ? next[local[i]]++ : -1;
+      ASSERT_EQ(slot_row[i], want) << "slot " << i;
+      if (want >= 0) {
+        ASSERT_EQ(row_slot[want], i) << "row " << want;
+        ASSERT_EQ(row_expert[want], local[i]) << "row " << want;
+      }
+    }
+  }
+}
+
+// ---------------------------------------------------------------- fp8-block GEMM1 operand
+
+class GatherBlockPaths : public ::testing::TestWithParam<std::tuple<DType, bool, bool, int64_t>> {};
+
+TEST_P(GatherBlockPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [dt, on_input, ue8m0, K] = GetParam();
+  const int64_t M = 50, topk = 4;
+  const int E = 6;
+  std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0));
+  const auto xf = mixed_values(M * K, rng);
+  std::vector<uint8_t> xb;  // x in its dtype
+  if (dt == DType::F32) {
+    xb.resize(xf.size() * 4);
+    std::memcpy(xb.data(), xf.data(), xb.size());
+  } else {
+    xb.resize(xf.size() * 2);
+    for (size_t i = 0; i < xf.size(); ++i) {
+      const uint16_t b = float_to_bf16_bits(xf[i]);
+      std::memcpy(&xb[2 * i], &b, 2);
+    }
+  }
+  const auto ids = random_ids(M * topk, E, rng);
+  std::vector<float> w(M * topk);
+  for (auto& v : w) v = 0.1f + static_cast<float>(rng() % 1000) / 1000.0f;
+  DevicePlan plan(ids, E);
+  DeviceBuffer w_d = upload_vec(w);
+  const int64_t slots = M * topk, G = K / 128;
+  Shifted x_aligned = upload_shifted(xb.data(), xb.size(), 0);
+  Shifted x_shifted = upload_shifted(xb.data(), xb.size(), dt == DType::F32 ? 4 : 2);
+  DeviceBuffer q_vec(slots * K), q_gen(slots * K), s_vec(slots * G * 4), s_gen(slots * G * 4);
+  FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * K));
+  FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * K));
+  auto run = [&](const void* x, DeviceBuffer& q, DeviceBuffer& s) {
+    cuda::GatherParams gp;
+    gp.x = x;
+    gp.x_dtype = dt;
+    gp.K = K;
+    gp.topk = topk;
+    gp.topk_weights = static_cast<const float*>(w_d.get());
+    gp.on_input = on_input;
+    gp.row_slot = plan.p.row_slot;
+    gp.rows = plan.p.expert_offsets + E;
+    gp.out = q.get();
+    gp.op = cuda::Operand::FP8;
+    gp.quant = cuda::Fp8Quant::BLOCK;
+    gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
+    cuda::launch_gather(gp, slots, nullptr);
+  };
+  run(x_aligned.ptr, q_vec, s_vec);
+  run(x_shifted.ptr, q_gen, s_gen);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  const int64_t rows = download<int32_t>(plan.offsets, E + 1)[E];
+  ASSERT_GT(rows, 0);
+  expect_same_bytes(q_vec, q_gen.get(), rows * K, "codes");
+  expect_same_bytes(s_vec, s_gen.get(), rows * G * 4, "scales");
+}
+
+// K = 384: 48 lanes, the second warp half inside the row; K = 2176: 272 lanes, two block steps.
+INSTANTIATE_TEST_SUITE_P(Shapes, GatherBlockPaths,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F32), ::testing::Bool(),
+                                            ::testing::Bool(), ::testing::Values(int64_t{384}, int64_t{2176})),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
+                                  (std::get<1>(info.param) ? "_oninput" : "") + (std::get<2>(info.param) ? "_ue8m0" : "") +
+                                  "_K" + std::to_string(std::get<3>(info.param));
+                         });
+
+// ---------------------------------------------------------------- fp8-block GEMM2 operand
+
+struct ActCase {
+  Activation act;
+  bool interleaved;
+  GateUpOrder order;
+  const char* name;
+};
+const ActCase kActCases[] = {
+    {Activation::SILU, false, GateUpOrder::GATE_UP, "silu"},
+    {Activation::SILU, false, GateUpOrder::UP_GATE, "silu_upgate"},
+    {Activation::GELU, false, GateUpOrder::GATE_UP, "gelu"},
+    {Activation::GELU_TANH, false, GateUpOrder::GATE_UP, "gelu_tanh"},
+    {Activation::RELU2, false, GateUpOrder::GATE_UP, "relu2"},
+    {Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, "swigluoai_interleaved"},
+    {Activation::SWIGLUOAI, true, GateUpOrder::UP_GATE, "swigluoai_interleaved_upgate"},
+    {Activation::SWIGLUOAI, false, GateUpOrder::GATE_UP, "swigluoai"},
+};
+
+class ActivationBlockPaths : public ::testing::TestWithParam<std::tuple<int, bool, int64_t>> {};
+
+TEST_P(ActivationBlockPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [ci, generic_dq, N] = GetParam();
+  const ActCase& c = kActCases[ci];
+  const int64_t M = 40, topk = 3;
+  const int E = 5;
+  const int64_t R = c.act == Activation::RELU2 ? N : 2 * N;
+  std::mt19937 rng(static_cast<uint32_t>(ci * 31 + N + generic_dq));
+  const auto ids = random_ids(M * topk, E, rng);
+  DevicePlan plan(ids, E);
+  const int64_t slots = M * topk, G = N / 128;
+  const auto h = mixed_values(slots * R, rng);
+  std::vector<float> bias(E * R), a_row(slots), a_exp(E), w_exp(E);
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f);
+  for (auto& v : bias) v = ud(rng) - 1.25f;
+  for (auto& v : a_row) v = ud(rng);
+  for (auto& v : a_exp) v = ud(rng);
+  for (auto& v : w_exp) v = ud(rng);
+  Shifted h_aligned = upload_shifted(h.data(), h.size() * 4, 0);
+  Shifted h_shifted = upload_shifted(h.data(), h.size() * 4, 4);
+  DeviceBuffer bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), a_exp_d = upload_vec(a_exp),
+               w_exp_d = upload_vec(w_exp);
+  DeviceBuffer q_vec(slots * N), q_gen(slots * N), s_vec(slots * G * 4), s_gen(slots * G * 4);
+  auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
+    cuda::ActivationParams ap;
+    ap.h = hp;
+    ap.h_dtype = DType::F32;
+    ap.R = R;
+    ap.N = N;
+    ap.row_expert = plan.p.row_expert;
+    ap.rows = plan.p.expert_offsets + E;
+    ap.act = c.act;
+    ap.order = c.order;
+    ap.interleaved = c.interleaved;
+    ap.bias = static_cast<const float*>(bias_d.get());
+    if (generic_dq) {
+      ap.dq.kind = cuda::Dequant::GENERIC;
+      ap.dq.a_row = static_cast<const float*>(a_row_d.get());
+      ap.dq.a_expert = static_cast<const float*>(a_exp_d.get());
+      ap.dq.w_expert = static_cast<const float*>(w_exp_d.get());
+    }
+    ap.act_dtype = DType::BF16;
+    ap.out = q.get();
+    ap.op = cuda::Operand::FP8;
+    ap.quant = cuda::Fp8Quant::BLOCK;
+    ap.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, false};
+    cuda::launch_activation(ap, slots, nullptr);
+  };
+  run(h_aligned.ptr, q_vec, s_vec);
+  run(h_shifted.ptr, q_gen, s_gen);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  const int64_t rows = download<int32_t>(plan.offsets, E + 1)[E];
+  ASSERT_GT(rows, 0);
+  expect_same_bytes(q_vec, q_gen.get(), rows * N, "codes");
+  expect_same_bytes(s_vec, s_gen.get(), rows * G * 4, "scales");
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationBlockPaths,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
+                                            ::testing::Values(int64_t{384}, int64_t{2176})),
+                         [](const auto& info) {
+                           return std::string(kActCases[std::get<0>(info.param)].name) +
+                                  (std::get<1>(info.param) ? "_generic_dq" : "") + "_N" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+// ---------------------------------------------------------------- finalize
+
+class FinalizePaths : public ::testing::TestWithParam<std::tuple<int, int>> {};
+
+TEST_P(FinalizePaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  struct Shape {
+    int64_t M, topk, K;
+  };
+  const Shape shapes[] = {{1, 8, 7168}, {3, 10, 512}, {700, 8, 2048}};
+  const auto [kind, si] = GetParam();
+  const Shape sh = shapes[si];
+  const int E = 9;
+  std::mt19937 rng(static_cast<uint32_t>(kind * 13 + si));
+  const auto ids = random_ids(sh.M * sh.topk, E, rng);
+  DevicePlan plan(ids, E);
+  const int64_t slots = sh.M * sh.topk;
+  const auto y = mixed_values(slots * sh.K, rng);
+  std::uniform_real_distribution<float> ud(0.5f, 2.0f);
+  std::vector<float> tw(slots), bias(E * sh.K), a_row(slots), w_e(E), w_ec(E * sh.K), a_exp(E), a_t{ud(rng)};
+  for (auto* v : {&tw, &bias, &a_row, &w_e, &w_ec, &a_exp})
+    for (auto& x : *v) x = ud(rng);
+  Shifted y_aligned = upload_shifted(y.data(), y.size() * 4, 0);
+  Shifted y_shifted = upload_shifted(y.data(), y.size() * 4, 4);
+  DeviceBuffer tw_d = upload_vec(tw), bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), w_e_d = upload_vec(w_e),
+               w_ec_d = upload_vec(w_ec), a_exp_d = upload_vec(a_exp), a_t_d = upload_vec(a_t);
+  DeviceBuffer out_vec(sh.M * sh.K * 2), out_gen(sh.M * sh.K * 2);
+  auto run = [&](const void* yp, DeviceBuffer& out) {
+    cuda::FinalizeParams fp;
+    fp.y = yp;
+    fp.y_dtype = DType::F32;
+    fp.M = sh.M;
+    fp.K = sh.K;
+    fp.topk = sh.topk;
+    fp.slot_row = plan.p.slot_row;
+    fp.row_expert = plan.p.row_expert;
+    fp.topk_weights = static_cast<const float*>(tw_d.get());
+    fp.bias = kind == 0 ? nullptr : static_cast<const float*>(bias_d.get());
+    fp.dq.kind = static_cast<cuda::Dequant::Kind>(kind);
+    if (kind == cuda::Dequant::TENSOR) {
+      fp.dq.a_tensor = {static_cast<const float*>(a_t_d.get()), false};
+      fp.dq.w = static_cast<const float*>(w_e_d.get());
+    } else if (kind == cuda::Dequant::CHANNEL) {
+      fp.dq.a_row = static_cast<const float*>(a_row_d.get());
+      fp.dq.w = static_cast<const float*>(w_ec_d.get());
+    } else if (kind == cuda::Dequant::GENERIC) {
+      fp.dq.a_row = static_cast<const float*>(a_row_d.get());
+      fp.dq.a_expert = static_cast<const float*>(a_exp_d.get());
+      fp.dq.w_expert = static_cast<const float*>(w_e_d.get());
+    }
+    fp.out = out.get();
+    fp.out_dtype = DType::BF16;
+    cuda::launch_finalize(fp, nullptr);
+  };
+  run(y_aligned.ptr, out_vec);
+  run(y_shifted.ptr, out_gen);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  expect_same_bytes(out_vec, out_gen.get(), sh.M * sh.K * 2, "output");
+}
+
+const char* const kDequantNames[] = {"none", "tensor", "channel", "generic"};
+const char* const kShapeNames[] = {"M1_top8_K7168", "M3_top10_K512", "M700_top8_K2048"};
+INSTANTIATE_TEST_SUITE_P(Cases, FinalizePaths, ::testing::Combine(::testing::Range(0, 4), ::testing::Range(0, 3)),
+                         [](const auto& info) {
+                           return std::string(kDequantNames[std::get<0>(info.param)]) + "_" +
+                                  kShapeNames[std::get<1>(info.param)];
+                         });
+
+}  // namespace
+}  // namespace fusedmoe::gputest
