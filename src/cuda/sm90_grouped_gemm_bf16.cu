@@ -1,5 +1,5 @@
 // SM90 grouped GEMM instances for bf16 operands (format bf16). See sm90_grouped_gemm.cuh.
-// Instances: a cooperative 128x128 tile for many rows per expert, a pingpong 128x128 tile for many
+// Instances: a cooperative 128x256 tile for many rows per expert, a pingpong 128x128 tile for many
 // rows and short K (sm90_use_pingpong_config), and a swap-AB 128x64 tile for few rows
 // (sm90_use_small_config in grouped_gemm.hpp); the first and last also with a bf16 D.
 #include <algorithm>
@@ -10,9 +10,12 @@ namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
 
-// Cooperative: two consumer warpgroups split the 128-row tile. 64-deep K tiles of bf16 are
+// Cooperative: two consumer warpgroups split the 128-row tile. 256 columns, not 128: each
+// activation tile load then feeds twice the MMAs (bf16 and fp8 layers 4-16% faster where this
+// config runs, M >= 1024 on an H200: src/cuda/NOTES.md; 128 fp32 accumulators per consumer
+// thread). 64-deep K tiles of bf16 are
 // one 128-byte swizzle row.
-using LargeConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
+using LargeConfig = sm90::TileConfig<Shape<_128, _256, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _64>, Shape<_1, _1, _1>,

@@ -9,9 +9,12 @@ namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
 
-// Cooperative: two consumer warpgroups split the 128-row tile. 64-deep K tiles of fp16 are
+// Cooperative: two consumer warpgroups split the 128-row tile. 256 columns, not 128: each
+// activation tile load then feeds twice the MMAs (bf16 and fp8 layers 4-16% faster where this
+// config runs, M >= 1024 on an H200: src/cuda/NOTES.md; 128 fp32 accumulators per consumer
+// thread). 64-deep K tiles of fp16 are
 // one 128-byte swizzle row.
-using LargeConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
+using LargeConfig = sm90::TileConfig<Shape<_128, _256, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _64>, Shape<_1, _1, _1>,

@@ -1,7 +1,7 @@
 // SM90 grouped GEMM instances for e4m3 x e4m3 operands (formats fp8-tensor and fp8-channel:
 // their per-tensor / per-channel / per-token scales are applied by the next stage, so these
 // instances serve both). See sm90_grouped_gemm.cuh.
-// Instances: a cooperative 128x128 tile for many rows per expert, a pingpong 128x128 tile for many
+// Instances: a cooperative 128x256 tile for many rows per expert, a pingpong 128x128 tile for many
 // rows and short K (sm90_use_pingpong_config), and a swap-AB 128x64 tile for few rows
 // (sm90_use_small_config in grouped_gemm.hpp); the first and last also with a bf16 D.
 #include <algorithm>
@@ -15,9 +15,12 @@ using namespace cute;
 // chain without promoting the partial sums into separate fp32 registers every few k-blocks
 // (measured accuracy in NOTES.md). The swap-AB small config (weight streaming) keeps the
 // promoting default schedule: it is bound by the weight loads, not by the MMAs.
-// Cooperative: two consumer warpgroups split the 128-row tile. 128-deep K tiles of fp8 are
+// Cooperative: two consumer warpgroups split the 128-row tile. 256 columns, not 128: each
+// activation tile load then feeds twice the MMAs (bf16 and fp8 layers 4-16% faster where this
+// config runs, M >= 1024 on an H200: src/cuda/NOTES.md; 128 fp32 accumulators per consumer
+// thread). 128-deep K tiles of fp8 are
 // one 128-byte swizzle row.
-using LargeConfig = sm90::TileConfig<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
+using LargeConfig = sm90::TileConfig<Shape<_128, _256, _128>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 // Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
