@@ -12,6 +12,7 @@ set_property(CACHE FUSEDMOE_NCCL PROPERTY STRINGS AUTO ON OFF)
 
 target_sources(fusedmoe PRIVATE
   ${PROJECT_SOURCE_DIR}/src/ep/ep_layer.cpp
+  ${PROJECT_SOURCE_DIR}/src/ep/host_barrier.cpp
   ${PROJECT_SOURCE_DIR}/src/ep/host_engine.cpp
   ${PROJECT_SOURCE_DIR}/src/ep/thread_transport.cpp)
 if(FUSEDMOE_WITH_CUDA)

@@ -103,6 +103,29 @@ std::shared_ptr<Transport> make_nccl_transport(void* nccl_comm, int device);
 // runs fn(rank, transport) with the thread's device current; rethrows the first exception.
 void run_on_gpus(int world, const std::function<void(int rank, std::shared_ptr<Transport>)>& fn);
 
+// A host barrier for the rank threads of one process (run_on_gpus, or your own threads). With
+// one thread per GPU, a thread blocked in the CUDA driver (an allocation or a free, a copy into
+// pageable memory) while a peer's NCCL kernel spins waiting for that thread's side of a
+// collective never returns: let every rank finish its set-up (layers, buffers, Layer::warmup)
+// and meet here before the first collective. wait(ok) also carries whether the rank's step
+// succeeded: it returns true only when every rank passed ok = true in that round, so all ranks
+// skip the collectives together when one failed. abort() (e.g. from a watchdog) releases every
+// waiter, and every later wait, with false.
+class HostBarrier {
+ public:
+  explicit HostBarrier(int parties);  // parties >= 1
+  ~HostBarrier();
+  HostBarrier(const HostBarrier&) = delete;
+  HostBarrier& operator=(const HostBarrier&) = delete;
+  bool wait(bool ok = true);
+  void abort();
+  int parties() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
+
 // ---------------------------------------------------------------------------------------------
 // The expert-parallel layer.
 // ---------------------------------------------------------------------------------------------

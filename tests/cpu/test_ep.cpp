@@ -11,7 +11,10 @@
 //    rank adds them; the single layer rounds once) or 2e-5 (F32 outputs: fp32 reassociation).
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <chrono>
 #include <mutex>
+#include <thread>
 
 #include "cpu/ep_test_util.hpp"
 
@@ -279,6 +282,71 @@ TEST(EpCpu, AbortedRankReleasesThePeers) {
                              tr->barrier(nullptr);
                            }),
                InvalidArgument);
+}
+
+// ---------------------------------------------------------------- HostBarrier (ep.hpp)
+
+TEST(HostBarrier, NoThreadPassesBeforeAllArrive) {
+  constexpr int kThreads = 4, kRounds = 200;
+  HostBarrier b(kThreads);
+  std::atomic<int> arrived{0};
+  std::atomic<int> early{0};  // a thread that saw fewer arrivals than the round needs
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&] {
+      for (int r = 0; r < kRounds; ++r) {
+        arrived.fetch_add(1);
+        EXPECT_TRUE(b.wait());
+        if (arrived.load() < kThreads * (r + 1)) early.fetch_add(1);
+        EXPECT_TRUE(b.wait());  // nobody starts round r + 1 before everyone checked round r
+      }
+    });
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(arrived.load(), kThreads * kRounds);
+  EXPECT_EQ(early.load(), 0);
+}
+
+TEST(HostBarrier, AFailedRankFailsThatRoundForEveryone) {
+  constexpr int kThreads = 3;
+  HostBarrier b(kThreads);
+  std::mutex mu;
+  std::vector<std::vector<bool>> seen(kThreads);
+  std::vector<std::thread> ts;
+  for (int t = 0; t < kThreads; ++t)
+    ts.emplace_back([&, t] {
+      std::vector<bool> mine;
+      for (int r = 0; r < 5; ++r) mine.push_back(b.wait(!(t == 1 && r == 2)));  // rank 1 fails round 2
+      std::lock_guard<std::mutex> lk(mu);
+      seen[t] = mine;
+    });
+  for (auto& t : ts) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(seen[t], (std::vector<bool>{true, true, false, true, true})) << t;
+}
+
+TEST(HostBarrier, AbortReleasesWaitersAndLaterWaits) {
+  HostBarrier b(3);
+  std::atomic<int> released{0};
+  std::vector<std::thread> ts;
+  for (int t = 0; t < 2; ++t)  // the third party never comes
+    ts.emplace_back([&] {
+      EXPECT_FALSE(b.wait());
+      released.fetch_add(1);
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(released.load(), 0);  // still waiting for the third
+  b.abort();
+  for (auto& t : ts) t.join();
+  EXPECT_EQ(released.load(), 2);
+  EXPECT_FALSE(b.wait());
+}
+
+TEST(HostBarrier, OnePartyNeverWaitsAndZeroIsRefused) {
+  HostBarrier one(1);
+  EXPECT_TRUE(one.wait());
+  EXPECT_FALSE(one.wait(false));
+  EXPECT_TRUE(one.wait());
+  EXPECT_EQ(one.parties(), 1);
+  EXPECT_THROW(HostBarrier(0), InvalidArgument);
 }
 
 }  // namespace

@@ -13,7 +13,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -181,46 +180,10 @@ bool single_gpu_references(GpuCase& c, std::string* why) {
   return true;
 }
 
-// A host-side barrier of the rank threads. Every rank allocates, frees, warms up and
-// synchronises (layer, buffers, Layer::warmup) before it and launches collectives only after it:
-// in one process with one thread per GPU, a thread blocked inside the CUDA driver (an allocation,
-// a free, a copy into pageable memory) while a peer's NCCL kernel spins waiting for that thread's
-// side of the collective never returns. A rank whose step failed says so at the barrier and every
-// rank then skips what follows. abort() (the watchdog) releases every waiter with false.
-class HostBarrier {
- public:
-  explicit HostBarrier(int n) : n_(n) {}
-  // Returns true when no rank reported a failure for this round (and no abort).
-  bool wait(bool ok) {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (aborted_) return false;
-    if (!ok) failed_ = true;
-    const int gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      round_ok_ = !failed_;
-      failed_ = false;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lk, [&] { return gen_ != gen || aborted_; });
-      if (aborted_) return false;
-    }
-    return round_ok_;
-  }
-  void abort() {
-    std::lock_guard<std::mutex> lk(mu_);
-    aborted_ = true;
-    cv_.notify_all();
-  }
-
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_, count_ = 0, gen_ = 0;
-  bool failed_ = false, round_ok_ = true, aborted_ = false;
-};
-
+// The rank threads meet at a fusedmoe::HostBarrier (ep.hpp) after every step that allocates or
+// synchronises (layer, buffers, Layer::warmup) and launch collectives only after it. A rank whose
+// step failed says so at the barrier and every rank then skips what follows; the watchdog's
+// abort() releases every waiter with false.
 // Where each rank thread is: one flushed line per rank and case, the step for the watchdog's dump,
 // and a tick per step (the watchdog fails the test when no rank ticks for a while).
 class Progress {

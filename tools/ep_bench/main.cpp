@@ -30,7 +30,6 @@
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <condition_variable>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -189,33 +188,11 @@ Format pick_format(const Opts& o, int device) {
   return s.ok ? Format::FP8_BLOCK : Format::BF16;
 }
 
-// Host-side barrier of the rank threads: every rank finishes its allocations (a layer's buffers,
-// Layer::warmup's scratch) before any rank launches the next collectives, so that no CUDA
-// allocation or free waits on a device whose NCCL kernel spins waiting for the allocating rank
-// (one process, one thread per GPU).
-class HostBarrier {
- public:
-  void reset(int n) { n_ = n; count_ = 0; }
-  void wait() {
-    std::unique_lock<std::mutex> lk(mu_);
-    const int gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lk, [&] { return gen_ != gen; });
-    }
-  }
+// Every rank finishes its allocations (a layer's buffers, Layer::warmup's scratch) and meets the
+// others at a fusedmoe::HostBarrier before it launches the next collectives (see ep.hpp: a CUDA
+// allocation or free can wait on a device whose NCCL kernel spins waiting for this rank).
 
- private:
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int n_ = 1, count_ = 0, gen_ = 0;
-};
-HostBarrier g_host_barrier;
-
-void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> tr) {
+void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> tr, HostBarrier& barrier) {
   const int G = tr->world();
   cudaStream_t st = nullptr;
   ck(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking), "cudaStreamCreate");
@@ -274,7 +251,7 @@ void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> 
       ep.warmup(st);
       ck(cudaStreamSynchronize(st), "warmup");
       ck(cudaDeviceSynchronize(), "set-up");
-      g_host_barrier.wait();
+      barrier.wait();
       for (int64_t M : o.tokens) {
         EpRunArgs a;
         a.hidden_states = TensorView::contiguous(x.p, DType::BF16, {M, K}, DeviceType::CUDA, rank);
@@ -449,7 +426,8 @@ int main(int argc, char** argv) {
       const Format fmt = pick_format(o, dev);
       auto tr = make_nccl_transport(id, o.world, o.rank, dev);
       std::fprintf(stderr, "ep-bench: rank %d of %d on cuda:%d\n", o.rank, o.world, dev);
-      bench_rank(o, fmt, o.rank, tr);
+      HostBarrier alone(1);  // one rank per process: no rank thread to wait for
+      bench_rank(o, fmt, o.rank, tr, alone);
     } else {
       if (o.gpus.empty())
         for (int g = 1; g <= ndev; g *= 2) o.gpus.push_back(g);
@@ -465,9 +443,9 @@ int main(int argc, char** argv) {
           continue;
         }
         std::fprintf(stderr, "ep-bench: %lld GPU(s) ...\n", static_cast<long long>(G));
-        g_host_barrier.reset(static_cast<int>(G));
+        HostBarrier barrier(static_cast<int>(G));
         run_on_gpus(static_cast<int>(G),
-                    [&](int rank, std::shared_ptr<Transport> tr) { bench_rank(o, fmt, rank, tr); });
+                    [&](int rank, std::shared_ptr<Transport> tr) { bench_rank(o, fmt, rank, tr, barrier); });
       }
     }
   } catch (const std::exception& e) {
