@@ -12,7 +12,8 @@ namespace fmbench {
 
 // Fills n elements of dtype F32 / F16 / BF16 / F8_E4M3 with values uniform in [lo, hi) from a
 // counter-based hash of (seed, index): reproducible, independent of the launch shape.
-// F8_E4M3 values are converted with round-to-nearest-even and saturation (never NaN).
+// F8_E4M3 values are converted with round-to-nearest-even and saturation (never NaN). lo == hi
+// fills the constant lo.
 void gen_uniform(void* out, fusedmoe::DType dtype, size_t n, uint64_t seed, float lo, float hi,
                  cudaStream_t stream);
 

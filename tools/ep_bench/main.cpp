@@ -39,7 +39,7 @@
 #include <chrono>
 #include <vector>
 
-#include "fill.hpp"
+#include "kernels.hpp"
 #include "fusedmoe/fusedmoe.hpp"
 
 using namespace fusedmoe;
@@ -152,15 +152,17 @@ std::unique_ptr<BenchWeights> make_weights(Format f, int64_t El, int64_t K, int6
     const int64_t a = (2 * N + 127) / 128, b = (K + 127) / 128, c = (N + 127) / 128;
     bw->w.w13_weight_scale = bw->put(static_cast<size_t>(El * a * b) * 4, DType::F32, {El, a, b}, dev);
     bw->w.w2_weight_scale = bw->put(static_cast<size_t>(El * b * c) * 4, DType::F32, {El, b, c}, dev);
-    epbench::fill_e4m3(bw->w.w13_weight.data, w13n, seed, 448.0f, st);
-    epbench::fill_e4m3(bw->w.w2_weight.data, w2n, seed + 1, 448.0f, st);
-    epbench::fill_f32(bw->w.w13_weight_scale.data, static_cast<size_t>(El * a * b), 1.0f / (448.0f * 50.0f), st);
-    epbench::fill_f32(bw->w.w2_weight_scale.data, static_cast<size_t>(El * b * c), 1.0f / (448.0f * 30.0f), st);
+    fmbench::gen_uniform(bw->w.w13_weight.data, DType::F8_E4M3, w13n, seed, -448.0f, 448.0f, st);
+    fmbench::gen_uniform(bw->w.w2_weight.data, DType::F8_E4M3, w2n, seed + 1, -448.0f, 448.0f, st);
+    // Constant block scales (an empty range [v, v) gives v everywhere).
+    const float s13 = 1.0f / (448.0f * 50.0f), s2 = 1.0f / (448.0f * 30.0f);
+    fmbench::gen_uniform(bw->w.w13_weight_scale.data, DType::F32, static_cast<size_t>(El * a * b), 0, s13, s13, st);
+    fmbench::gen_uniform(bw->w.w2_weight_scale.data, DType::F32, static_cast<size_t>(El * b * c), 0, s2, s2, st);
   } else {
     bw->w.w13_weight = bw->put(w13n * 2, DType::BF16, {El, 2 * N, K}, dev);
     bw->w.w2_weight = bw->put(w2n * 2, DType::BF16, {El, K, N}, dev);
-    epbench::fill_bf16(bw->w.w13_weight.data, w13n, seed, 0.02f, st);
-    epbench::fill_bf16(bw->w.w2_weight.data, w2n, seed + 1, 0.03f, st);
+    fmbench::gen_uniform(bw->w.w13_weight.data, DType::BF16, w13n, seed, -0.02f, 0.02f, st);
+    fmbench::gen_uniform(bw->w.w2_weight.data, DType::BF16, w2n, seed + 1, -0.03f, 0.03f, st);
   }
   ck(cudaGetLastError(), "fill kernels");
   ck(cudaStreamSynchronize(st), "cudaStreamSynchronize");
@@ -212,7 +214,7 @@ void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> 
   const int64_t maxM = *std::max_element(o.tokens.begin(), o.tokens.end());
   DevBuf x(static_cast<size_t>(maxM * K) * 2), out(static_cast<size_t>(maxM * K) * 2);
   DevBuf ids(static_cast<size_t>(maxM * topk) * 4), wts(static_cast<size_t>(maxM * topk) * 4);
-  epbench::fill_bf16(x.p, static_cast<size_t>(maxM * K), 77 + rank, 1.0f, st);
+  fmbench::gen_uniform(x.p, DType::BF16, static_cast<size_t>(maxM * K), 77 + rank, -1.0f, 1.0f, st);
   {
     std::mt19937_64 rng(1234 + rank);
     std::vector<int32_t> h_ids(static_cast<size_t>(maxM * topk)), perm(static_cast<size_t>(o.E));
