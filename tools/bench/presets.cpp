@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "model_shapes.hpp"
+
 namespace fmbench {
 
 using fusedmoe::ActDtype;
@@ -11,31 +13,42 @@ using fusedmoe::DType;
 using fusedmoe::Format;
 
 std::vector<Shape> builtin_presets() {
-  std::vector<Shape> p;
-  auto add = [&](const char* name, int64_t E, int64_t topk, int64_t K, int64_t N, Activation act, const char* note) {
-    Shape s;
-    s.name = name;
-    s.E = E;
-    s.topk = topk;
-    s.K = K;
-    s.N = N;
-    s.activation = act;
-    s.note = note;
-    p.push_back(s);
-    return &p.back();
+  // (model of tools/common/model_shapes.hpp, tensor-parallel degree, preset name, extra note).
+  struct Entry {
+    const char* model;
+    int64_t tp;
+    const char* name;
+    const char* extra;
   };
-  add("mixtral-8x7b", 8, 2, 4096, 14336, Activation::SILU, "Mixtral-8x7B, TP1");
-  add("qwen3-30b-a3b-tp1", 128, 8, 2048, 768, Activation::SILU, "Qwen3-30B-A3B, TP1");
-  add("qwen3-30b-a3b-tp4", 128, 8, 2048, 192, Activation::SILU, "Qwen3-30B-A3B, TP4 (N = 768/4)");
-  add("qwen3-235b-a22b-tp8", 128, 8, 4096, 192, Activation::SILU, "Qwen3-235B-A22B, TP8 (N = 1536/8)");
-  add("deepseek-v3-tp1", 256, 8, 7168, 2048, Activation::SILU, "DeepSeek-V3 routed experts, TP1");
-  add("deepseek-v3-tp8", 256, 8, 7168, 256, Activation::SILU, "DeepSeek-V3 routed experts, TP8 (N = 2048/8)");
-  Shape* oss = add("gpt-oss-120b", 128, 4, 2880, 2880, Activation::SWIGLUOAI,
-                   "gpt-oss-120b, TP1, swigluoai (alpha 1.702, limit 7), halves [gate; up], biases");
-  oss->bias = true;
-  Shape* scout = add("llama4-scout", 16, 1, 5120, 8192, Activation::SILU,
-                     "Llama-4-Scout routed experts, TP1, top-1, router weight applied on the input");
-  scout->router_weight_on_input = true;
+  const Entry entries[] = {
+      {"mixtral-8x7b", 1, "mixtral-8x7b", nullptr},
+      {"qwen3-30b-a3b", 1, "qwen3-30b-a3b-tp1", nullptr},
+      {"qwen3-30b-a3b", 4, "qwen3-30b-a3b-tp4", nullptr},
+      {"qwen3-235b-a22b", 8, "qwen3-235b-a22b-tp8", nullptr},
+      {"deepseek-v3", 1, "deepseek-v3-tp1", nullptr},
+      {"deepseek-v3", 8, "deepseek-v3-tp8", nullptr},
+      // The benchmark runs gpt-oss with halves [gate; up] (the checkpoint interleaves them; the
+      // GEMMs are the same, only the activation reads its inputs elsewhere).
+      {"gpt-oss-120b", 1, "gpt-oss-120b", "swigluoai (alpha 1.702, limit 7), halves [gate; up], biases"},
+      {"llama4-scout", 1, "llama4-scout", "top-1, router weight applied on the input"},
+  };
+  std::vector<Shape> p;
+  for (const Entry& en : entries) {
+    const fusedmoe::tools::ModelShape& m = *fusedmoe::tools::find_model_shape(en.model);
+    Shape s;
+    s.name = en.name;
+    s.E = m.num_experts;
+    s.topk = m.topk;
+    s.K = m.hidden;
+    s.N = m.inter / en.tp;
+    s.activation = m.activation;
+    s.bias = m.bias;
+    s.router_weight_on_input = m.router_weight_on_input;
+    s.note = std::string(m.description) + ", TP" + std::to_string(en.tp);
+    if (en.tp > 1) s.note += " (N = " + std::to_string(m.inter) + "/" + std::to_string(en.tp) + ")";
+    if (en.extra) s.note += std::string(", ") + en.extra;
+    p.push_back(s);
+  }
   return p;
 }
 

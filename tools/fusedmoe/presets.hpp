@@ -1,5 +1,5 @@
 #pragma once
-// Expert-layer shapes of real MoE models (for `fusedmoe demo`), plus tiny ones for tests.
+// `fusedmoe demo` models: real MoE shapes (from tools/common/model_shapes.hpp) plus tiny ones.
 #include <cstdint>
 #include <string>
 #include <vector>
