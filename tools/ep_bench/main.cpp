@@ -13,7 +13,8 @@
 // (distinct experts per token), each rank holding E/G contiguous experts.
 //
 //   fusedmoe-ep-bench [--gpus 1,2,4] [--tokens 64,512,4096] [--format auto|bf16|fp8-block]
-//                     [--mode exact|padded|both] [--fp8-dispatch on|off|both] [--reps 30]
+//                     [--mode exact|padded|both] [--fp8-dispatch on|off|both]
+//                     [--padded-max per-m|largest] [--reps 30]
 //                     [--warmup 5] [--a2a-mb 1,8,64] [--experts 256 --topk 8 --hidden 7168
 //                     --inter 2048] [--out DIR]
 // Writes DIR/ep_bench.csv, DIR/ep_a2a.csv and DIR/ep_bench.json (default DIR: .).
@@ -29,6 +30,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -80,6 +82,7 @@ double median(std::vector<double> v) {
 struct Opts {
   std::vector<int64_t> gpus, tokens = {64, 512, 4096}, a2a_mb = {1, 8, 64};
   std::string format = "auto", mode = "exact", fp8_dispatch = "both", out = ".";
+  std::string padded_max = "per-m";  // PADDED capacity: per-m (each M its own layer) | largest
   int reps = 30, warmup = 5;
   int world = 0, rank = 0, device = -1;  // multi-process mode (--id-file)
   std::string id_file;
@@ -90,7 +93,7 @@ struct Row {  // one rank's medians for one configuration
   int world = 1, rank = 0;
   std::string format, mode;
   bool fp8_dispatch = false;
-  int64_t M = 0, received_rows = 0;
+  int64_t M = 0, capacity = 0, received_rows = 0;  // capacity: the layer's max_tokens_per_rank
   double dispatch_ms = 0, compute_ms = 0, combine_ms = 0, total_ms = 0, single_ms = 0;
   double dispatch_bytes = 0, combine_bytes = 0, a2a_same_dispatch_ms = 0, a2a_same_combine_ms = 0;
   double a2a_dispatch_bytes = 0, a2a_combine_bytes = 0;  // what the same-volume all-to-all sent to peers
@@ -239,108 +242,124 @@ void bench_rank(const Opts& o, Format fmt, int rank, std::shared_ptr<Transport> 
   if (fmt != Format::FP8_BLOCK || o.fp8_dispatch == "off" || o.fp8_dispatch == "both") fp8s.push_back(false);
   cudaEvent_t ev[4];
   for (auto& e : ev) ck(cudaEventCreate(&e), "cudaEventCreate");
+  // PADDED mode moves max_tokens_per_rank rows to every peer and runs the local experts on all of
+  // them whatever M is, so by default each M gets a layer sized to it, as a deployment sizes its
+  // decode layer to its batch (--padded-max largest: one layer sized to the largest M). EXACT
+  // moves only the real rows: one layer sized to the largest M serves every M.
+  struct Group {
+    int64_t capacity;
+    std::vector<int64_t> tokens;
+  };
   for (EpMode mode : modes)
     for (bool fp8 : fp8s) {
-      EpConfig ec;
-      ec.num_global_experts = o.E;
-      ec.hidden = K;
-      ec.topk = topk;
-      ec.max_tokens_per_rank = maxM;
-      ec.mode = mode;
-      ec.fp8_dispatch = fp8;
-      ExpertParallelLayer ep(tr, cfg, bw->w, ec);
-      // Layer::warmup allocates, frees and synchronises: part of the set-up, before the barrier.
-      ep.warmup(st);
-      ck(cudaStreamSynchronize(st), "warmup");
-      ck(cudaDeviceSynchronize(), "set-up");
-      barrier.wait();
-      for (int64_t M : o.tokens) {
-        EpRunArgs a;
-        a.hidden_states = TensorView::contiguous(x.p, DType::BF16, {M, K}, DeviceType::CUDA, rank);
-        a.topk_ids = TensorView::contiguous(ids.p, DType::I32, {M, topk}, DeviceType::CUDA, rank);
-        a.topk_weights = TensorView::contiguous(wts.p, DType::F32, {M, topk}, DeviceType::CUDA, rank);
-        a.output = TensorView::contiguous(out.p, DType::BF16, {M, K}, DeviceType::CUDA, rank);
-        a.stream = st;
-        std::vector<double> td, tc, tm, tt;
-        for (int i = 0; i < o.warmup + o.reps; ++i) {
-          tr->barrier(st);
-          ck(cudaEventRecord(ev[0], st), "rec");
-          ep.dispatch(a);
-          ck(cudaEventRecord(ev[1], st), "rec");
-          ep.compute(a);
-          ck(cudaEventRecord(ev[2], st), "rec");
-          ep.combine(a);
-          ck(cudaEventRecord(ev[3], st), "rec");
-          ck(cudaEventSynchronize(ev[3]), "sync");
-          float a01, a12, a23, a03;
-          cudaEventElapsedTime(&a01, ev[0], ev[1]);
-          cudaEventElapsedTime(&a12, ev[1], ev[2]);
-          cudaEventElapsedTime(&a23, ev[2], ev[3]);
-          cudaEventElapsedTime(&a03, ev[0], ev[3]);
-          if (i >= o.warmup) {
-            td.push_back(a01);
-            tc.push_back(a12);
-            tm.push_back(a23);
-            tt.push_back(a03);
-          }
-        }
-        const EpStats s = ep.last_stats();
-        Row r;
-        r.world = G;
-        r.rank = rank;
-        r.format = format_name(fmt);
-        r.mode = ep_mode_name(mode);
-        r.fp8_dispatch = fp8;
-        r.M = M;
-        r.received_rows = s.received_rows;
-        r.dispatch_ms = median(td);
-        r.compute_ms = median(tc);
-        r.combine_ms = median(tm);
-        r.total_ms = median(tt);
-        r.dispatch_bytes = static_cast<double>(s.dispatch_bytes_remote);
-        r.combine_bytes = static_cast<double>(s.combine_bytes_remote);
-        if (G > 1) {
-          // NCCL all-to-all of the same per-peer volume (mean over peers), same GPUs, right now.
-          // Every rank must call it with the same size: the expected per-peer volume of a uniformly
-          // routed rank (identical on all ranks for equal M; PADDED: the fixed padded volume).
-          const size_t row = fp8 ? static_cast<size_t>(K + (K + 127) / 128 * 4) : static_cast<size_t>(K) * 2;
-          const double p_rank = 1.0 - std::pow(1.0 - 1.0 / G, static_cast<double>(topk));  // P(token -> rank)
-          const size_t per_peer_d =
-              static_cast<size_t>(mode == EpMode::PADDED ? static_cast<double>(maxM) : p_rank * M) * (row + topk * 8);
-          const size_t per_peer_c =
-              static_cast<size_t>(mode == EpMode::PADDED ? static_cast<double>(maxM) : p_rank * M) * K * 2;
-          r.a2a_same_dispatch_ms = time_a2a(*tr, per_peer_d, o.reps, o.warmup, st);
-          r.a2a_same_combine_ms = time_a2a(*tr, per_peer_c, o.reps, o.warmup, st);
-          r.a2a_dispatch_bytes = static_cast<double>(per_peer_d) * (G - 1);
-          r.a2a_combine_bytes = static_cast<double>(per_peer_c) * (G - 1);
-        }
-        if (G == 1 && ep.local_layer()) {
-          // The plain single-GPU layer on the same tokens (no EP machinery).
-          const Layer& l = *ep.local_layer();
-          DevBuf ws(l.workspace_size(M, topk));
-          RunArgs ra;
-          ra.hidden_states = a.hidden_states;
-          ra.topk_ids = a.topk_ids;
-          ra.topk_weights = a.topk_weights;
-          ra.output = a.output;
-          ra.workspace = ws.p;
-          ra.workspace_bytes = ws.n;
-          ra.stream = st;
-          std::vector<double> ts;
+      std::vector<Group> groups;
+      if (mode == EpMode::PADDED && o.padded_max == "per-m")
+        for (int64_t M : o.tokens) groups.push_back({M, {M}});
+      else
+        groups.push_back({maxM, o.tokens});
+      for (const Group& grp : groups) {
+        EpConfig ec;
+        ec.num_global_experts = o.E;
+        ec.hidden = K;
+        ec.topk = topk;
+        ec.max_tokens_per_rank = grp.capacity;
+        ec.mode = mode;
+        ec.fp8_dispatch = fp8;
+        ExpertParallelLayer ep(tr, cfg, bw->w, ec);
+        // Layer::warmup allocates, frees and synchronises: part of the set-up, before the barrier.
+        ep.warmup(st);
+        ck(cudaStreamSynchronize(st), "warmup");
+        ck(cudaDeviceSynchronize(), "set-up");
+        barrier.wait();
+        for (int64_t M : grp.tokens) {
+          EpRunArgs a;
+          a.hidden_states = TensorView::contiguous(x.p, DType::BF16, {M, K}, DeviceType::CUDA, rank);
+          a.topk_ids = TensorView::contiguous(ids.p, DType::I32, {M, topk}, DeviceType::CUDA, rank);
+          a.topk_weights = TensorView::contiguous(wts.p, DType::F32, {M, topk}, DeviceType::CUDA, rank);
+          a.output = TensorView::contiguous(out.p, DType::BF16, {M, K}, DeviceType::CUDA, rank);
+          a.stream = st;
+          std::vector<double> td, tc, tm, tt;
           for (int i = 0; i < o.warmup + o.reps; ++i) {
+            tr->barrier(st);
             ck(cudaEventRecord(ev[0], st), "rec");
-            l.run(ra);
+            ep.dispatch(a);
             ck(cudaEventRecord(ev[1], st), "rec");
-            ck(cudaEventSynchronize(ev[1]), "sync");
-            float ms;
-            cudaEventElapsedTime(&ms, ev[0], ev[1]);
-            if (i >= o.warmup) ts.push_back(ms);
+            ep.compute(a);
+            ck(cudaEventRecord(ev[2], st), "rec");
+            ep.combine(a);
+            ck(cudaEventRecord(ev[3], st), "rec");
+            ck(cudaEventSynchronize(ev[3]), "sync");
+            float a01, a12, a23, a03;
+            cudaEventElapsedTime(&a01, ev[0], ev[1]);
+            cudaEventElapsedTime(&a12, ev[1], ev[2]);
+            cudaEventElapsedTime(&a23, ev[2], ev[3]);
+            cudaEventElapsedTime(&a03, ev[0], ev[3]);
+            if (i >= o.warmup) {
+              td.push_back(a01);
+              tc.push_back(a12);
+              tm.push_back(a23);
+              tt.push_back(a03);
+            }
           }
-          r.single_ms = median(ts);
+          const EpStats s = ep.last_stats();
+          Row r;
+          r.world = G;
+          r.rank = rank;
+          r.format = format_name(fmt);
+          r.mode = ep_mode_name(mode);
+          r.fp8_dispatch = fp8;
+          r.M = M;
+          r.capacity = grp.capacity;
+          r.received_rows = s.received_rows;
+          r.dispatch_ms = median(td);
+          r.compute_ms = median(tc);
+          r.combine_ms = median(tm);
+          r.total_ms = median(tt);
+          r.dispatch_bytes = static_cast<double>(s.dispatch_bytes_remote);
+          r.combine_bytes = static_cast<double>(s.combine_bytes_remote);
+          if (G > 1) {
+            // NCCL all-to-all of the same per-peer volume (mean over peers), same GPUs, right now.
+            // Every rank must call it with the same size: the expected per-peer volume of a uniformly
+            // routed rank (identical on all ranks for equal M; PADDED: the fixed padded volume).
+            const size_t row = fp8 ? static_cast<size_t>(K + (K + 127) / 128 * 4) : static_cast<size_t>(K) * 2;
+            const double p_rank = 1.0 - std::pow(1.0 - 1.0 / G, static_cast<double>(topk));  // P(token -> rank)
+            const size_t per_peer_d =
+                static_cast<size_t>(mode == EpMode::PADDED ? static_cast<double>(grp.capacity) : p_rank * M) * (row + topk * 8);
+            const size_t per_peer_c =
+                static_cast<size_t>(mode == EpMode::PADDED ? static_cast<double>(grp.capacity) : p_rank * M) * K * 2;
+            r.a2a_same_dispatch_ms = time_a2a(*tr, per_peer_d, o.reps, o.warmup, st);
+            r.a2a_same_combine_ms = time_a2a(*tr, per_peer_c, o.reps, o.warmup, st);
+            r.a2a_dispatch_bytes = static_cast<double>(per_peer_d) * (G - 1);
+            r.a2a_combine_bytes = static_cast<double>(per_peer_c) * (G - 1);
+          }
+          if (G == 1 && ep.local_layer()) {
+            // The plain single-GPU layer on the same tokens (no EP machinery).
+            const Layer& l = *ep.local_layer();
+            DevBuf ws(l.workspace_size(M, topk));
+            RunArgs ra;
+            ra.hidden_states = a.hidden_states;
+            ra.topk_ids = a.topk_ids;
+            ra.topk_weights = a.topk_weights;
+            ra.output = a.output;
+            ra.workspace = ws.p;
+            ra.workspace_bytes = ws.n;
+            ra.stream = st;
+            std::vector<double> ts;
+            for (int i = 0; i < o.warmup + o.reps; ++i) {
+              ck(cudaEventRecord(ev[0], st), "rec");
+              l.run(ra);
+              ck(cudaEventRecord(ev[1], st), "rec");
+              ck(cudaEventSynchronize(ev[1]), "sync");
+              float ms;
+              cudaEventElapsedTime(&ms, ev[0], ev[1]);
+              if (i >= o.warmup) ts.push_back(ms);
+            }
+            r.single_ms = median(ts);
+          }
+          std::lock_guard<std::mutex> lk(g_mu);
+          g_rows.push_back(r);
         }
-        std::lock_guard<std::mutex> lk(g_mu);
-        g_rows.push_back(r);
-      }
+      }  // groups: the layer is freed here, after this rank's last collective with it
     }
   for (auto& e : ev) cudaEventDestroy(e);
   cudaStreamDestroy(st);
@@ -371,6 +390,8 @@ int main(int argc, char** argv) {
       o.mode = next();
     else if (a == "--fp8-dispatch")
       o.fp8_dispatch = next();
+    else if (a == "--padded-max")
+      o.padded_max = next();
     else if (a == "--reps")
       o.reps = std::stoi(next());
     else if (a == "--warmup")
@@ -396,13 +417,25 @@ int main(int argc, char** argv) {
     else {
       std::fprintf(stderr,
                    "usage: fusedmoe-ep-bench [--gpus 1,2,4] [--tokens 64,512,4096] [--format auto|bf16|fp8-block]\n"
-                   "  [--mode exact|padded|both] [--fp8-dispatch on|off|both] [--reps N] [--warmup N]\n"
+                   "  [--mode exact|padded|both] [--fp8-dispatch on|off|both] [--padded-max per-m|largest]\n"
+                   "  [--reps N] [--warmup N]\n"
                    "  [--a2a-mb 1,8,64] [--experts E --topk k --hidden K --inter N] [--out DIR]\n"
                    "  [--world W --rank R --id-file F [--device D]]   (one process per GPU)\n");
       return 2;
     }
   }
   try {
+    auto one_of = [](const std::string& opt, const std::string& v, std::initializer_list<const char*> ok) {
+      std::string list;
+      for (const char* x : ok) {
+        if (v == x) return;
+        list += (list.empty() ? "" : "|") + std::string(x);
+      }
+      throw InvalidArgument(opt, list, v);
+    };
+    one_of("--mode", o.mode, {"exact", "padded", "both"});
+    one_of("--fp8-dispatch", o.fp8_dispatch, {"on", "off", "both"});
+    one_of("--padded-max", o.padded_max, {"per-m", "largest"});
     if (!nccl_available()) throw NotImplemented("this build has no NCCL transport");
     int ndev = 0;
     ck(cudaGetDeviceCount(&ndev), "cudaGetDeviceCount");
@@ -475,10 +508,10 @@ int main(int argc, char** argv) {
   struct Agg {
     std::vector<Row> rows;
   };
-  std::map<std::tuple<int, std::string, std::string, bool, int64_t>, Agg> agg;
-  for (const auto& r : g_rows) agg[{r.world, r.format, r.mode, r.fp8_dispatch, r.M}].rows.push_back(r);
+  std::map<std::tuple<int, std::string, std::string, bool, int64_t, int64_t>, Agg> agg;
+  for (const auto& r : g_rows) agg[{r.world, r.format, r.mode, r.fp8_dispatch, r.M, r.capacity}].rows.push_back(r);
   std::ofstream cb(o.out + "/ep_bench" + sfx + ".csv");
-  cb << "gpus,format,mode,fp8_dispatch,M_per_rank,layer_ms,dispatch_ms,compute_ms,combine_ms,single_gpu_layer_ms,"
+  cb << "gpus,format,mode,fp8_dispatch,M_per_rank,max_tokens_per_rank,layer_ms,dispatch_ms,compute_ms,combine_ms,single_gpu_layer_ms,"
         "dispatch_GBps,combine_GBps,nccl_a2a_same_volume_dispatch_GBps,nccl_a2a_same_volume_combine_GBps,"
         "dispatch_bytes_per_rank,combine_bytes_per_rank,max_received_rows\n";
   js["layer"] = nlohmann::json::array();
@@ -487,7 +520,7 @@ int main(int argc, char** argv) {
       "other ranks / time, mean over ranks; a2a = NCCL all-to-all of the same volume)\n",
       static_cast<long long>(o.E), static_cast<long long>(o.topk), static_cast<long long>(o.K),
       static_cast<long long>(o.N), o.reps);
-  std::printf("%4s %-9s %-6s %4s %5s | %9s %9s %9s %9s %9s | %8s %8s %8s %8s\n", "gpus", "format", "mode", "fp8d", "M",
+  std::printf("%4s %-9s %-6s %4s %5s %5s | %9s %9s %9s %9s %9s | %8s %8s %8s %8s\n", "gpus", "format", "mode", "fp8d", "M", "cap",
               "layer_ms", "disp_ms", "comp_ms", "comb_ms", "1gpu_ms", "disp_GB/s", "a2a", "comb_GB/s", "a2a");
   for (const auto& [k, g] : agg) {
     auto mx = [&](double Row::*m) {
@@ -506,11 +539,12 @@ int main(int argc, char** argv) {
     const double d_bw = bw(&Row::dispatch_bytes, &Row::dispatch_ms), c_bw = bw(&Row::combine_bytes, &Row::combine_ms);
     const double d_a2a = a2a_bw(&Row::a2a_dispatch_bytes, &Row::a2a_same_dispatch_ms);
     const double c_a2a = a2a_bw(&Row::a2a_combine_bytes, &Row::a2a_same_combine_ms);
-    const auto& [G, fmt, mode, fp8, M] = k;
-    std::printf("%4d %-9s %-6s %4s %5lld | %9.3f %9.3f %9.3f %9.3f %9.3f | %8.1f %8.1f %8.1f %8.1f\n", G, fmt.c_str(),
-                mode.c_str(), fp8 ? "on" : "off", static_cast<long long>(M), mx(&Row::total_ms), mx(&Row::dispatch_ms),
+    const auto& [G, fmt, mode, fp8, M, cap] = k;
+    std::printf("%4d %-9s %-6s %4s %5lld %5lld | %9.3f %9.3f %9.3f %9.3f %9.3f | %8.1f %8.1f %8.1f %8.1f\n", G,
+                fmt.c_str(), mode.c_str(), fp8 ? "on" : "off", static_cast<long long>(M), static_cast<long long>(cap),
+                mx(&Row::total_ms), mx(&Row::dispatch_ms),
                 mx(&Row::compute_ms), mx(&Row::combine_ms), mx(&Row::single_ms), d_bw, d_a2a, c_bw, c_a2a);
-    cb << G << "," << fmt << "," << mode << "," << (fp8 ? 1 : 0) << "," << M << "," << mx(&Row::total_ms) << ","
+    cb << G << "," << fmt << "," << mode << "," << (fp8 ? 1 : 0) << "," << M << "," << cap << "," << mx(&Row::total_ms) << ","
        << mx(&Row::dispatch_ms) << "," << mx(&Row::compute_ms) << "," << mx(&Row::combine_ms) << ","
        << mx(&Row::single_ms) << "," << d_bw << "," << c_bw << "," << d_a2a << "," << c_a2a << ","
        << mx(&Row::dispatch_bytes) << "," << mx(&Row::combine_bytes) << "," << maxrecv << "\n";
@@ -532,6 +566,7 @@ int main(int argc, char** argv) {
                            {"mode", mode},
                            {"fp8_dispatch", fp8},
                            {"M_per_rank", M},
+                           {"max_tokens_per_rank", cap},
                            {"layer_ms", mx(&Row::total_ms)},
                            {"dispatch_GBps", d_bw},
                            {"combine_GBps", c_bw},
