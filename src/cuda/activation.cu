@@ -134,10 +134,10 @@ __global__ void activation_block_kernel(ActivationParams p) {
   quantise_block_group(p.block, r, g, p.N, q, [&](int64_t n) { return act_value(p, r, e, n); });
 }
 
-// The 8 activation outputs [n, n + 8) of one row, rounded to the activation dtype, from 16-byte
-// loads of the row's GEMM1 output (hrow); ds is the row's dequant factor (used unless NONE).
+// The 8 activation outputs [n, n + 8) of row r (expert e), rounded to the activation dtype, from
+// 16-byte loads of the row's GEMM1 output; ds is the row's dequant factor (used unless NONE).
 // Same operations and order as act_value / h_value.
-__device__ __forceinline__ void act8(const ActivationParams& p, const char* hrow, int64_t e, float ds, int64_t n,
+__device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64_t e, float ds, int64_t n,
                                      float (&a)[8]) {
   const float* bias = p.bias ? p.bias + e * p.R : nullptr;
   auto fix = [&](float v, int64_t col) {
@@ -145,10 +145,10 @@ __device__ __forceinline__ void act8(const ActivationParams& p, const char* hrow
     if (bias) v += bias[col];
     return v;
   };
-  const int64_t eb = elem_bytes(p.h_dtype);
+  const int64_t h0 = r * p.R;  // the row's first element of h
   if (p.act == Activation::RELU2) {
     float h[8];
-    load8_as_float(hrow + n * eb, p.h_dtype, 0, h);
+    load8_as_float(p.h, p.h_dtype, h0 + n, h);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float v = fix(h[j], n + j);
@@ -161,8 +161,8 @@ __device__ __forceinline__ void act8(const ActivationParams& p, const char* hrow
   float g[8], u[8];
   if (p.interleaved) {  // gate / up pairs at columns 2n', 2n' + 1
     float lo[8], hi[8];  // columns 2n .. 2n + 7 and 2n + 8 .. 2n + 15
-    load8_as_float(hrow + 2 * n * eb, p.h_dtype, 0, lo);
-    load8_as_float(hrow + (2 * n + 8) * eb, p.h_dtype, 0, hi);
+    load8_as_float(p.h, p.h_dtype, h0 + 2 * n, lo);
+    load8_as_float(p.h, p.h_dtype, h0 + 2 * n + 8, hi);
     const int go = gate_first ? 0 : 1;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -172,8 +172,8 @@ __device__ __forceinline__ void act8(const ActivationParams& p, const char* hrow
     }
   } else {
     const int64_t gi = gate_first ? n : p.N + n, ui = gate_first ? p.N + n : n;
-    load8_as_float(hrow + gi * eb, p.h_dtype, 0, g);
-    load8_as_float(hrow + ui * eb, p.h_dtype, 0, u);
+    load8_as_float(p.h, p.h_dtype, h0 + gi, g);
+    load8_as_float(p.h, p.h_dtype, h0 + ui, u);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       g[j] = fix(g[j], gi + j);
@@ -189,27 +189,14 @@ __device__ __forceinline__ void act8(const ActivationParams& p, const char* hrow
 // as activation_block_kernel.
 __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(ActivationParams p) {
   const int32_t rows = load_rows(p.rows);
-  const int lanes = static_cast<int>(p.N / 8);
-  const int warp0 = threadIdx.x & ~31;
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t e = __ldg(p.row_expert + r);
     float ds = 1.0f;
     if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
     if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
-    const char* hrow = static_cast<const char*>(p.h) + r * p.R * elem_bytes(p.h_dtype);
-    uint8_t* qrow = static_cast<uint8_t*>(p.out) + r * p.N;
-    for (int l0 = warp0; l0 < lanes; l0 += blockDim.x) {  // whole warps (shuffles need all 32)
-      const int l = l0 + (threadIdx.x & 31);
-      const bool in = l < lanes;
-      float a[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-      if (in) act8(p, hrow, e, ds, static_cast<int64_t>(l) * 8, a);
-      const float s = block_scale_half_warp(amax8(a), p.block.ue8m0);
-      if (in) {
-        *reinterpret_cast<uint2*>(qrow + static_cast<int64_t>(l) * 8) = block_codes8(a, s);
-        if ((l & 15) == 0) p.block.scale[block_scale_index(p.block, r, l / 16, p.N / kFp8Block)] = s;
-      }
-    }
+    quantise_block_row(p.block, r, static_cast<int>(p.N / 8), static_cast<uint8_t*>(p.out) + r * p.N,
+                       [&](int l, float (&a)[8]) { act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a); });
   }
 }
 

@@ -24,9 +24,6 @@ __device__ __forceinline__ float load_as_float(const void* p, DType d, int64_t i
   }
 }
 
-// Bytes of one element of an F32 / BF16 / F16 array.
-__device__ __forceinline__ int64_t elem_bytes(DType d) { return d == DType::F32 ? 4 : 2; }
-
 // Rounds to the activation dtype (bf16 / fp16 / fp32), as the CPU's round_to().
 __device__ __forceinline__ float round_to(DType d, float v) {
   switch (d) {
@@ -171,6 +168,26 @@ __device__ __forceinline__ uint2 block_codes8(const float (&v)[8], float s) {
 #pragma unroll
   for (int j = 0; j < 8; ++j) w[j / 4] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(v[j], s))) << (8 * (j % 4));
   return make_uint2(w[0], w[1]);
+}
+
+// One row of `lanes` x 8 values (a multiple of 128) quantised by the whole block with the vector
+// quantiser above: load(l, v) fills v with columns 8l .. 8l + 7 (called only for l < lanes); the
+// codes go to qrow, the group scales to b as row r. Whole warps iterate while their first lane is
+// inside the row, since block_scale_half_warp's shuffles need all 32 lanes.
+template <class Load8>
+__device__ __forceinline__ void quantise_block_row(const BlockScaleOut& b, int64_t r, int lanes, uint8_t* qrow,
+                                                   Load8 load) {
+  for (int l0 = threadIdx.x & ~31; l0 < lanes; l0 += blockDim.x) {
+    const int l = l0 + (threadIdx.x & 31);
+    const bool in = l < lanes;
+    float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+    if (in) load(l, v);
+    const float s = block_scale_half_warp(amax8(v), b.ue8m0);
+    if (in) {
+      *reinterpret_cast<uint2*>(qrow + static_cast<int64_t>(l) * 8) = block_codes8(v, s);
+      if ((l & 15) == 0) b.scale[block_scale_index(b, r, l / 16, lanes / 16)] = s;
+    }
+  }
 }
 
 // Launch shape of the BLOCK quantisers: one warp per group, kBlockGroupsPerCta groups per block.

@@ -298,32 +298,17 @@ __global__ void gather_block_kernel(GatherParams p) {
 // scales and codes as gather_block_kernel.
 __global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherParams p) {
   const int32_t rows = load_rows(p.rows);
-  const int lanes = static_cast<int>(p.K / 8);  // 16 per group
-  const int warp0 = threadIdx.x & ~31;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
-    const void* xrow = static_cast<const char*>(p.x) + t * p.K * elem_bytes(p.x_dtype);
-    uint8_t* qrow = static_cast<uint8_t*>(p.out) + r * p.K;
-    // The whole warp iterates while its first lane is inside the row (shuffles need all 32).
-    for (int l0 = warp0; l0 < lanes; l0 += blockDim.x) {
-      const int l = l0 + (threadIdx.x & 31);
-      const bool in = l < lanes;
-      float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-      if (in) {
-        load8_as_float(xrow, p.x_dtype, static_cast<int64_t>(l) * 8, v);
-        if (p.on_input) {
+    quantise_block_row(p.block, r, static_cast<int>(p.K / 8), static_cast<uint8_t*>(p.out) + r * p.K,
+                       [&](int l, float (&v)[8]) {
+                         load8_as_float(p.x, p.x_dtype, t * p.K + static_cast<int64_t>(l) * 8, v);
+                         if (p.on_input) {
 #pragma unroll
-          for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
-        }
-      }
-      const float s = block_scale_half_warp(amax8(v), p.block.ue8m0);
-      if (in) {
-        *reinterpret_cast<uint2*>(qrow + static_cast<int64_t>(l) * 8) = block_codes8(v, s);
-        const int64_t g = l / 16;
-        if ((l & 15) == 0) p.block.scale[block_scale_index(p.block, r, g, p.K / kFp8Block)] = s;
-      }
-    }
+                           for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
+                         }
+                       });
   }
 }
 

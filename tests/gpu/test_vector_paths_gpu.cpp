@@ -66,6 +66,22 @@ void expect_same_bytes(const DeviceBuffer& a, const void* b_dev, size_t bytes, c
   for (size_t i = 0; i < bytes; ++i) ASSERT_EQ(ha[i], hb[i]) << what << ": first difference at byte " << i;
 }
 
+// Runs a quantiser on the aligned input (vector kernel) and on the shifted one (general kernel),
+// each into its own codes / scales, and requires the same bytes for every row the plan made.
+// run(input, codes, scales) launches one of them; cols is the row width of the codes.
+template <class Run>
+void expect_vector_equals_general(const DevicePlan& plan, int E, int64_t cols, const void* aligned,
+                                  const void* shifted, DeviceBuffer& q_vec, DeviceBuffer& q_gen, DeviceBuffer& s_vec,
+                                  DeviceBuffer& s_gen, Run run) {
+  run(aligned, q_vec, s_vec);
+  run(shifted, q_gen, s_gen);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  const int64_t rows = download<int32_t>(plan.offsets, E + 1)[E];
+  ASSERT_GT(rows, 0);
+  expect_same_bytes(q_vec, q_gen.get(), rows * cols, "codes");
+  expect_same_bytes(s_vec, s_gen.get(), rows * (cols / 128) * 4, "scales");
+}
+
 // ---------------------------------------------------------------- routing plan
 
 // Rows are grouped by local expert and ordered by slot inside an expert; slots whose id is out
@@ -171,13 +187,7 @@ TEST_P(GatherBlockPaths, VectorEqualsGeneral) {
     gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
     cuda::launch_gather(gp, slots, nullptr);
   };
-  run(x_aligned.ptr, q_vec, s_vec);
-  run(x_shifted.ptr, q_gen, s_gen);
-  FMOE_CUDA(cudaDeviceSynchronize());
-  const int64_t rows = download<int32_t>(plan.offsets, E + 1)[E];
-  ASSERT_GT(rows, 0);
-  expect_same_bytes(q_vec, q_gen.get(), rows * K, "codes");
-  expect_same_bytes(s_vec, s_gen.get(), rows * G * 4, "scales");
+  expect_vector_equals_general(plan, E, K, x_aligned.ptr, x_shifted.ptr, q_vec, q_gen, s_vec, s_gen, run);
 }
 
 // K = 384: 48 lanes, the second warp half inside the row; K = 2176: 272 lanes, two block steps.
@@ -259,13 +269,7 @@ TEST_P(ActivationBlockPaths, VectorEqualsGeneral) {
     ap.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, false};
     cuda::launch_activation(ap, slots, nullptr);
   };
-  run(h_aligned.ptr, q_vec, s_vec);
-  run(h_shifted.ptr, q_gen, s_gen);
-  FMOE_CUDA(cudaDeviceSynchronize());
-  const int64_t rows = download<int32_t>(plan.offsets, E + 1)[E];
-  ASSERT_GT(rows, 0);
-  expect_same_bytes(q_vec, q_gen.get(), rows * N, "codes");
-  expect_same_bytes(s_vec, s_gen.get(), rows * G * 4, "scales");
+  expect_vector_equals_general(plan, E, N, h_aligned.ptr, h_shifted.ptr, q_vec, q_gen, s_vec, s_gen, run);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationBlockPaths,
