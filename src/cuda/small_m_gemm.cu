@@ -15,6 +15,8 @@
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "cuda/active_expert.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/grouped_gemm.hpp"
@@ -163,6 +165,12 @@ bool small_m_gemm_applies(const GroupedGemmArgs& a) {
 }
 
 void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream) {
+  // The kernel's 16-byte loads: refuse (never read misaligned) what small_m_gemm_applies() rules out.
+  const int64_t elem = args.op == Operand::FP8 ? 1 : 2;
+  if (args.op == Operand::FP32 || (args.k * elem) % 16 != 0 || reinterpret_cast<uintptr_t>(args.a) % 16 != 0 ||
+      reinterpret_cast<uintptr_t>(args.b) % 16 != 0)
+    throw Error("small-M grouped GEMM: needs bf16 / fp16 / fp8 operands with rows of a multiple of 16 bytes and "
+                "16-byte aligned A and B (k = " + std::to_string(args.k) + ")");
   const int64_t active = args.max_rows < args.groups ? args.max_rows : args.groups;
   const int64_t per_block = static_cast<int64_t>(kWarps) * kWarpRows;
   const dim3 grid(static_cast<unsigned>((args.n + per_block - 1) / per_block), static_cast<unsigned>(active));

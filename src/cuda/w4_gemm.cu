@@ -23,10 +23,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 
 #include "cuda/active_expert.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_gemm.hpp"
 #include "fusedmoe/error.hpp"
 
@@ -381,21 +381,9 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
   return p;
 }
 
-// Dynamic shared memory above 48 KB needs the opt-in, once per instance *and device* (not a
-// stream operation: fine before or during graph capture). A once-per-process opt-in left the
-// second GPU of an expert-parallel run without it: cudaErrorInvalidValue at launch (seen on 2
-// H200s, 2026-11-21).
 template <int F, int NT>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
-  static std::atomic<uint64_t> done{0};  // bit d: set on device d (< 64; others set every time)
-  int dev = 0;
-  FUSEDMOE_CUDA_CHECK(cudaGetDevice(&dev));
-  const uint64_t bit = dev < 64 ? (uint64_t{1} << dev) : 0;
-  if (bit == 0 || !(done.load(std::memory_order_relaxed) & bit)) {
-    FUSEDMOE_CUDA_CHECK(
-        cudaFuncSetAttribute(w4_mma_kernel<F, NT>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
-    done.fetch_or(bit, std::memory_order_relaxed);
-  }
+  opt_in_dynamic_smem<w4_mma_kernel<F, NT>>(kSmemBytes);
   w4_mma_kernel<F, NT><<<grid, dim3(kWarps * 32), kSmemBytes, stream>>>(p);
 }
 

@@ -1,0 +1,150 @@
+// The small-M grouped GEMM (small_m_gemm.cu) called directly, against a float64 host product of
+// the same (exactly representable) operands: bf16 / fp16 / e4m3 values, fp32 D. Shapes cover
+// what its register streaming must get right: long rows (several passes of 32 lanes x 4 chunks),
+// rows whose chunk count is not a multiple of a pass, short rows (below the dispatcher's floor,
+// but the kernel must still be right), n not a multiple of the 16 rows of a block, experts with
+// no rows, and an expert with more rows than one pass takes (kRowBatch = 8). Every D element of a
+// routed row is checked (D is poisoned with NaN first) and a second run must give the same bits.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda/grouped_gemm.hpp"
+#include "fusedmoe/codecs.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+using cuda::Operand;
+
+// Random operand values in the operand type: the stored bytes and their float values.
+struct Operands {
+  std::vector<uint8_t> bytes;
+  std::vector<float> values;
+};
+Operands random_operand(Operand op, int64_t count, float scale, std::mt19937& rng) {
+  std::normal_distribution<float> nd(0.0f, scale);
+  Operands o;
+  o.values.resize(count);
+  o.bytes.resize(count * (op == Operand::FP8 ? 1 : 2));
+  for (int64_t i = 0; i < count; ++i) {
+    const float x = nd(rng);
+    if (op == Operand::FP8) {
+      o.bytes[i] = float_to_e4m3(x);
+      o.values[i] = e4m3_to_float(o.bytes[i]);
+    } else {
+      const uint16_t b = op == Operand::BF16 ? float_to_bf16_bits(x) : float_to_fp16_bits(x);
+      std::memcpy(&o.bytes[2 * i], &b, 2);
+      o.values[i] = op == Operand::BF16 ? bf16_bits_to_float(b) : fp16_bits_to_float(b);
+    }
+  }
+  return o;
+}
+
+class SmallMGemm : public ::testing::TestWithParam<std::tuple<Operand, int64_t, int64_t>> {};
+
+TEST_P(SmallMGemm, MatchesFloat64Product) {
+  FMOE_REQUIRE_GPU();
+  const auto [op, n, k] = GetParam();
+  // Rows per expert: empty experts, single rows, and 11 rows (two passes of kRowBatch).
+  const std::vector<int32_t> counts = {0, 1, 11, 0, 1, 2, 0, 1};
+  const int groups = static_cast<int>(counts.size());
+  std::vector<int32_t> offsets(groups + 1, 0);
+  for (int g = 0; g < groups; ++g) offsets[g + 1] = offsets[g] + counts[g];
+  const int64_t rows = offsets[groups];
+  std::mt19937 rng(static_cast<uint32_t>(n * 131 + k + static_cast<int>(op)));
+  const Operands a = random_operand(op, rows * k, 1.0f, rng);
+  const Operands b = random_operand(op, groups * n * k, 0.05f, rng);
+
+  DeviceBuffer a_d(a.bytes.size()), b_d(b.bytes.size()), d_d(rows * n * 4), off_d(offsets.size() * 4);
+  a_d.upload(a.bytes.data(), a.bytes.size());
+  b_d.upload(b.bytes.data(), b.bytes.size());
+  off_d.upload(offsets.data(), offsets.size() * 4);
+  cuda::GroupedGemmArgs g;
+  g.op = op;
+  g.a = a_d.get();
+  g.b = b_d.get();
+  g.d = static_cast<float*>(d_d.get());
+  g.n = n;
+  g.k = k;
+  g.groups = groups;
+  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
+  g.max_rows = rows;
+  auto run = [&] {
+    FMOE_CUDA(cudaMemset(d_d.get(), 0xFF, rows * n * 4));  // NaN poison
+    cuda::small_m_grouped_gemm(g, nullptr);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    std::vector<float> d(rows * n);
+    d_d.download(d.data(), d.size() * 4);
+    return d;
+  };
+  const std::vector<float> d = run();
+  double worst = 0.0;
+  for (int e = 0; e < groups; ++e)
+    for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        double ref = 0.0, mag = 0.0;
+        const float* ar = &a.values[r * k];
+        const float* br = &b.values[(e * n + c) * k];
+        for (int64_t i = 0; i < k; ++i) {
+          ref += static_cast<double>(ar[i]) * br[i];
+          mag += std::fabs(static_cast<double>(ar[i]) * br[i]);
+        }
+        const float got = d[r * n + c];
+        ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << c << " not written";
+        // fp32 sums of exact products: the error is bounded by a few ulps of the magnitude sum.
+        const double err = std::fabs(got - ref);
+        ASSERT_LE(err, 1e-5 * mag + 1e-30) << "row " << r << " col " << c << " got " << got << " want " << ref;
+        worst = std::max(worst, err / (mag + 1e-30));
+      }
+  const std::vector<float> again = run();
+  ASSERT_EQ(0, std::memcmp(d.data(), again.data(), d.size() * 4)) << "two runs differ";
+  RecordProperty("worst_relative_error", std::to_string(worst));
+}
+
+// k = 4096: 8 KB bf16 rows (4 passes); k = 1296: 162 / 81 chunks of 16 bytes (bf16 / fp8, the last
+// pass partial); k = 384 and 256: short rows. n = 100 and 7208: the last block partial.
+INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemm,
+                         ::testing::Combine(::testing::Values(Operand::BF16, Operand::FP16, Operand::FP8),
+                                            ::testing::Values(int64_t{100}, int64_t{7208}),
+                                            ::testing::Values(int64_t{4096}, int64_t{1296}, int64_t{384}, int64_t{256})),
+                         [](const auto& info) {
+                           const Operand op = std::get<0>(info.param);
+                           return std::string(op == Operand::BF16 ? "bf16" : op == Operand::FP16 ? "fp16" : "fp8") +
+                                  "_n" + std::to_string(std::get<1>(info.param)) + "_k" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+// Rows that are not a whole number of 16-byte chunks (fp8, k = 1288) are refused, not run.
+TEST(SmallMGemmEdge, RefusesRowsNotMultipleOf16Bytes) {
+  FMOE_REQUIRE_GPU();
+  DeviceBuffer a_d(4096), b_d(1 << 20), d_d(4096), off_d(8);
+  const int32_t offsets[2] = {0, 1};
+  off_d.upload(offsets, sizeof(offsets));
+  cuda::GroupedGemmArgs g;
+  g.op = Operand::FP8;
+  g.a = a_d.get();
+  g.b = b_d.get();
+  g.d = static_cast<float*>(d_d.get());
+  g.n = 16;
+  g.k = 1288;
+  g.groups = 1;
+  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
+  g.max_rows = 1;
+  EXPECT_FALSE(cuda::small_m_gemm_applies(g));
+  EXPECT_THROW(cuda::small_m_grouped_gemm(g, nullptr), Error);
+  g.k = 1296;
+  EXPECT_NO_THROW(cuda::small_m_grouped_gemm(g, nullptr));
+  FMOE_CUDA(cudaDeviceSynchronize());
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
