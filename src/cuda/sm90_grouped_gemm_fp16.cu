@@ -9,13 +9,10 @@ namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
 
-// Cooperative: two consumer warpgroups split the 128-row tile. 256 columns, not 128, as the bf16
-// instance (same MMA shape and bytes per element): there the 128x256 tile made layers 4-16%
-// faster at M >= 1024 in a same-run A/B on an H200 (src/cuda/NOTES.md). fp16 itself was not A/B
-// timed. fp16 / bf16 time at M = 4096 in the same grid run moved from 1.08 / 1.03 / 1.02 / 1.02
-// (Mixtral / Qwen3 / DeepSeek TP1 / TP8, 128x128, cff6b92) to 0.94 / 1.02 / 1.12 / 0.97 (128x256,
-// 4dfd1ee): DeepSeek TP1 may be worse with this tile for fp16; an A/B run is owed. 64-deep K tiles
-// of fp16 are one 128-byte swizzle row.
+// Cooperative: two consumer warpgroups split the 128-row tile. 256 columns, not 128: same-run A/B
+// on an H200 (bench/results/2026-11-21-h200-74b7514-tests-fp16-tile-ab), layer 9-16% faster where
+// this config runs (Mixtral M=1024 1827 -> 1531 us; M=4096 everywhere, e.g. DeepSeek-V3 TP1
+// 9095 -> 7819 us). 64-deep K tiles of fp16 are one 128-byte swizzle row.
 using LargeConfig = sm90::TileConfig<Shape<_128, _256, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
