@@ -61,14 +61,6 @@ inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
   return active > 0 && a.max_rows <= kSmallConfigMaxRowsPerGroup * active;
 }
 
-// fp8-block (blockwise instances): swap-AB with a 160-wide token tile while the expected rows per
-// active expert lie in (kSmallConfigMaxRowsPerGroup, kBlockwiseMediumMaxRowsPerGroup].
-constexpr int64_t kBlockwiseMediumMaxRowsPerGroup = 160;
-inline bool sm90_use_blockwise_medium_config(const GroupedGemmArgs& a) {
-  const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;
-  return active > 0 && !sm90_use_small_config(a) && a.max_rows <= kBlockwiseMediumMaxRowsPerGroup * active;
-}
-
 // Large-M GEMMs with short K (k <= kPingpongMaxK: Qwen3 / DeepSeek-TP8 down projections): the
 // pingpong schedule (each consumer warpgroup owns a whole 128x128 tile, so one warpgroup's
 // epilogue - the fp32 D store, which dominates when the mainloop is only a few K tiles - overlaps
