@@ -6,6 +6,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
+#include "cuda/smem_opt_in.hpp"
 
 namespace fusedmoe::cuda {
 namespace {
@@ -135,13 +136,14 @@ __global__ void activation_block_kernel(ActivationParams p) {
 }
 
 // The 8 activation outputs [n, n + 8) of row r (expert e), rounded to the activation dtype, from
-// 16-byte loads of the row's GEMM1 output; ds is the row's dequant factor (used unless NONE).
-// Same operations and order as act_value / h_value.
+// 16-byte loads of the row's GEMM1 output; ds is the row's dequant factor (TENSOR, GENERIC; the
+// CHANNEL factor is per column). Same operations and order as act_value / h_value.
 __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64_t e, float ds, int64_t n,
                                      float (&a)[8]) {
   const float* bias = p.bias ? p.bias + e * p.R : nullptr;
   auto fix = [&](float v, int64_t col) {
-    if (p.dq.kind != Dequant::NONE) v *= ds;
+    if (p.dq.kind == Dequant::CHANNEL) v *= p.dq.a_row[r] * p.dq.w[e * p.R + col];
+    else if (p.dq.kind != Dequant::NONE) v *= ds;
     if (bias) v += bias[col];
     return v;
   };
@@ -199,6 +201,40 @@ __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(Activ
                        [&](int l, float (&a)[8]) { act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a); });
   }
 }
+
+// ROW quantisation (per-token fp8: fp8-channel, and the 4-bit formats with fp8 activations), N a
+// multiple of 8: one block per row (grid-stride over the rows that exist), 8 outputs per thread
+// and step; the rounded outputs wait in shared memory (N floats, each read back by the thread
+// that wrote it) for the row's amax. Values, scale and codes as activation_kernel's ROW case.
+__global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(ActivationParams p) {
+  extern __shared__ float4 staged[];  // [N / 4]
+  const int32_t rows = load_rows(p.rows);
+  const int lanes = static_cast<int>(p.N / 8);
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t e = __ldg(p.row_expert + r);
+    float ds = 1.0f;
+    if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
+    if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
+    float m = 0.0f;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float a[8];
+      act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
+      m = fmaxf(m, amax8(a));
+      staged[2 * l] = make_float4(a[0], a[1], a[2], a[3]);
+      staged[2 * l + 1] = make_float4(a[4], a[5], a[6], a[7]);
+    }
+    const float s = scale_from_amax(block_max(m));
+    if (threadIdx.x == 0) p.row_scale[r] = s;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      const float4 lo = staged[2 * l], hi = staged[2 * l + 1];
+      const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
+    }
+  }
+}
+// Shared memory of activation_row_vec_kernel: rows up to 24576 outputs (Mixtral's 14336 included).
+constexpr int kRowStageMaxBytes = 96 * 1024;
 
 __global__ void quantise_staged_kernel(ActivationParams p) {
   const int64_t r = blockIdx.x;
@@ -265,6 +301,13 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
       aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
     activation_block_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&
+      aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
+    opt_in_dynamic_smem<activation_row_vec_kernel>(kRowStageMaxBytes);
+    activation_row_vec_kernel<<<row_grid(max_rows), kVecThreads, static_cast<size_t>(p.N) * 4, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

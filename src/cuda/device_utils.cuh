@@ -342,6 +342,24 @@ __device__ __forceinline__ void store_row_code(void* p, Operand op, int64_t i, u
   else store_operand(p, op, i, e4m3_value(code));
 }
 
+// ROW quantisation of 8 values at elements [i, i + 8) of a row-quantised operand with scale s:
+// 8 e4m3 codes (fp8 operand, 8-byte store) or their exact values (bf16 / fp16 operand of the
+// 4-bit formats, 16-byte store), each as store_row_code(quant_row(v, s)).
+__device__ __forceinline__ void store8_row_codes(void* p, Operand op, int64_t i, const float (&v)[8], float s) {
+  uint8_t q[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) q[j] = quant_row(v[j], s);
+  if (op == Operand::FP8) {
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p) + i) =
+        make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+    return;
+  }
+  float c[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) c[j] = e4m3_value(q[j]);
+  store8_operand16(p, op, i, c);
+}
+
 // e2m1 RNE code of x as the CPU's float_to_e2m1 (the count of decision points at or below |x|;
 // NaN -> +6) and the value of a code.
 __device__ __forceinline__ uint32_t to_e2m1(float x) {

@@ -312,6 +312,38 @@ __global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherPar
   }
 }
 
+// ROW quantisation (per-token fp8), K a multiple of 8: one block per row (grid-stride over the
+// rows that exist), 8 columns per thread and step, the row read twice (amax, then codes; the
+// second read hits the cache). Values, scale and codes as gather_kernel's ROW case.
+__global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParams p) {
+  const int32_t rows = load_rows(p.rows);
+  const int lanes = static_cast<int>(p.K / 8);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
+    const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
+    auto load = [&](int l, float (&v)[8]) {
+      load8_as_float(p.x, p.x_dtype, t * p.K + static_cast<int64_t>(l) * 8, v);
+      if (p.on_input) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
+      }
+    };
+    float m = 0.0f;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float v[8];
+      load(l, v);
+      m = fmaxf(m, amax8(v));
+    }
+    const float s = scale_from_amax(block_max(m));
+    if (threadIdx.x == 0) p.row_scale[r] = s;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float v[8];
+      load(l, v);
+      store8_row_codes(p.out, p.op, r * p.K + static_cast<int64_t>(l) * 8, v, s);
+    }
+  }
+}
+
 // Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
 // over the rows that exist (the device count), 16-byte loads of x, 16-byte (bf16 / fp16) or
 // 8-byte (e4m3) stores. Values and rounding as gather_kernel.
@@ -385,6 +417,11 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
   if (p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8)) {
     gather_block_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
+    gather_row_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -2,8 +2,9 @@
 // and a general one for shapes or pointers the vector one does not take. Both must give the same
 // bits: here each vector kernel runs next to the general one on the same data (the general one
 // is selected by handing the launcher an input pointer shifted off its 16-byte alignment), for
-// the fp8-block quantisers of both GEMM operands and for finalize. The routing plan (whose
-// placement is spread over warps) is checked against the order it must produce.
+// the fp8-block and per-token (ROW) quantisers of both GEMM operands and for finalize. The
+// routing plan (whose placement is spread over warps) is checked against the order it must
+// produce.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -68,19 +69,22 @@ void expect_same_bytes(const DeviceBuffer& a, const void* b_dev, size_t bytes, c
 
 // Runs a quantiser on the aligned input (vector kernel) and on the shifted one (general kernel),
 // each into its own codes / scales, and requires the same bytes for every row the plan made.
-// run(input, codes, scales) launches one of them; cols is the row width of the codes.
+// run(input, codes, scales) launches one of them; a row has code_bytes of codes and scale_bytes
+// of scales.
 template <class Run>
-void expect_vector_equals_general(const DevicePlan& plan, int E, int64_t cols, const void* aligned,
-                                  const void* shifted, DeviceBuffer& q_vec, DeviceBuffer& q_gen, DeviceBuffer& s_vec,
-                                  DeviceBuffer& s_gen, Run run) {
+void expect_vector_equals_general(const DevicePlan& plan, int E, int64_t code_bytes, int64_t scale_bytes,
+                                  const void* aligned, const void* shifted, DeviceBuffer& q_vec, DeviceBuffer& q_gen,
+                                  DeviceBuffer& s_vec, DeviceBuffer& s_gen, Run run) {
   run(aligned, q_vec, s_vec);
   run(shifted, q_gen, s_gen);
   FMOE_CUDA(cudaDeviceSynchronize());
   const int64_t rows = download<int32_t>(plan.offsets, E + 1)[E];
   ASSERT_GT(rows, 0);
-  expect_same_bytes(q_vec, q_gen.get(), rows * cols, "codes");
-  expect_same_bytes(s_vec, s_gen.get(), rows * (cols / 128) * 4, "scales");
+  expect_same_bytes(q_vec, q_gen.get(), rows * code_bytes, "codes");
+  expect_same_bytes(s_vec, s_gen.get(), rows * scale_bytes, "scales");
 }
+
+int64_t operand_bytes(cuda::Operand op) { return op == cuda::Operand::FP8 ? 1 : 2; }
 
 // ---------------------------------------------------------------- routing plan
 
@@ -140,14 +144,12 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
 
 // ---------------------------------------------------------------- fp8-block GEMM1 operand
 
-class GatherBlockPaths : public ::testing::TestWithParam<std::tuple<DType, bool, bool, int64_t>> {};
-
-TEST_P(GatherBlockPaths, VectorEqualsGeneral) {
-  FMOE_REQUIRE_GPU();
-  const auto [dt, on_input, ue8m0, K] = GetParam();
+// The GEMM1 operand of one quantisation mode (BLOCK or ROW) and operand type from the vector and
+// the general gather kernel.
+void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda::Operand op, bool ue8m0) {
   const int64_t M = 50, topk = 4;
   const int E = 6;
-  std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0));
+  std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0 + 8 * static_cast<int>(op)));
   const auto xf = mixed_values(M * K, rng);
   std::vector<uint8_t> xb;  // x in its dtype
   if (dt == DType::F32) {
@@ -165,12 +167,14 @@ TEST_P(GatherBlockPaths, VectorEqualsGeneral) {
   for (auto& v : w) v = 0.1f + static_cast<float>(rng() % 1000) / 1000.0f;
   DevicePlan plan(ids, E);
   DeviceBuffer w_d = upload_vec(w);
-  const int64_t slots = M * topk, G = K / 128;
+  const bool block = quant == cuda::Fp8Quant::BLOCK;
+  const int64_t slots = M * topk, code_bytes = K * operand_bytes(op), scale_bytes = block ? K / 128 * 4 : 4;
   Shifted x_aligned = upload_shifted(xb.data(), xb.size(), 0);
   Shifted x_shifted = upload_shifted(xb.data(), xb.size(), dt == DType::F32 ? 4 : 2);
-  DeviceBuffer q_vec(slots * K), q_gen(slots * K), s_vec(slots * G * 4), s_gen(slots * G * 4);
-  FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * K));
-  FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * K));
+  DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes),
+      s_gen(slots * scale_bytes);
+  FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * code_bytes));
+  FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
   auto run = [&](const void* x, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::GatherParams gp;
     gp.x = x;
@@ -182,12 +186,22 @@ TEST_P(GatherBlockPaths, VectorEqualsGeneral) {
     gp.row_slot = plan.p.row_slot;
     gp.rows = plan.p.expert_offsets + E;
     gp.out = q.get();
-    gp.op = cuda::Operand::FP8;
-    gp.quant = cuda::Fp8Quant::BLOCK;
-    gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
+    gp.op = op;
+    gp.quant = quant;
+    if (block) gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
+    else gp.row_scale = static_cast<float*>(s.get());
     cuda::launch_gather(gp, slots, nullptr);
   };
-  expect_vector_equals_general(plan, E, K, x_aligned.ptr, x_shifted.ptr, q_vec, q_gen, s_vec, s_gen, run);
+  expect_vector_equals_general(plan, E, code_bytes, scale_bytes, x_aligned.ptr, x_shifted.ptr, q_vec, q_gen, s_vec,
+                               s_gen, run);
+}
+
+class GatherBlockPaths : public ::testing::TestWithParam<std::tuple<DType, bool, bool, int64_t>> {};
+
+TEST_P(GatherBlockPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [dt, on_input, ue8m0, K] = GetParam();
+  gather_paths(dt, on_input, K, cuda::Fp8Quant::BLOCK, cuda::Operand::FP8, ue8m0);
 }
 
 // K = 384: 48 lanes, the second warp half inside the row; K = 2176: 272 lanes, two block steps.
@@ -198,6 +212,27 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GatherBlockPaths,
                            return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
                                   (std::get<1>(info.param) ? "_oninput" : "") + (std::get<2>(info.param) ? "_ue8m0" : "") +
                                   "_K" + std::to_string(std::get<3>(info.param));
+                         });
+
+// Per-token fp8 (ROW): fp8 codes (fp8-channel) and their values in bf16 / fp16 (mxfp4-fp8,
+// w4a8-int4); K = 2056 is not a multiple of the block's 256 x 8 columns.
+class GatherRowPaths : public ::testing::TestWithParam<std::tuple<DType, bool, cuda::Operand>> {};
+
+TEST_P(GatherRowPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [dt, on_input, op] = GetParam();
+  gather_paths(dt, on_input, 2056, cuda::Fp8Quant::ROW, op, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GatherRowPaths,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F32), ::testing::Bool(),
+                                            ::testing::Values(cuda::Operand::FP8, cuda::Operand::BF16,
+                                                              cuda::Operand::FP16)),
+                         [](const auto& info) {
+                           const cuda::Operand op = std::get<2>(info.param);
+                           return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
+                                  (std::get<1>(info.param) ? "_oninput" : "") +
+                                  (op == cuda::Operand::FP8 ? "_fp8" : op == cuda::Operand::BF16 ? "_bf16" : "_fp16");
                          });
 
 // ---------------------------------------------------------------- fp8-block GEMM2 operand
@@ -219,31 +254,29 @@ const ActCase kActCases[] = {
     {Activation::SWIGLUOAI, false, GateUpOrder::GATE_UP, "swigluoai"},
 };
 
-class ActivationBlockPaths : public ::testing::TestWithParam<std::tuple<int, bool, int64_t>> {};
-
-TEST_P(ActivationBlockPaths, VectorEqualsGeneral) {
-  FMOE_REQUIRE_GPU();
-  const auto [ci, generic_dq, N] = GetParam();
-  const ActCase& c = kActCases[ci];
+// The GEMM2 operand of one quantisation mode (BLOCK or ROW), dequant kind and operand type from
+// the vector and the general activation kernel.
+void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda::Fp8Quant quant, cuda::Operand op) {
   const int64_t M = 40, topk = 3;
   const int E = 5;
   const int64_t R = c.act == Activation::RELU2 ? N : 2 * N;
-  std::mt19937 rng(static_cast<uint32_t>(ci * 31 + N + generic_dq));
+  std::mt19937 rng(static_cast<uint32_t>(static_cast<int>(c.act) * 31 + N + 7 * dq + c.interleaved));
   const auto ids = random_ids(M * topk, E, rng);
   DevicePlan plan(ids, E);
-  const int64_t slots = M * topk, G = N / 128;
+  const bool block = quant == cuda::Fp8Quant::BLOCK;
+  const int64_t slots = M * topk, code_bytes = N * operand_bytes(op), scale_bytes = block ? N / 128 * 4 : 4;
   const auto h = mixed_values(slots * R, rng);
-  std::vector<float> bias(E * R), a_row(slots), a_exp(E), w_exp(E);
+  std::vector<float> bias(E * R), a_row(slots), a_exp(E), w_exp(E), w_col(E * R);
   std::uniform_real_distribution<float> ud(0.5f, 2.0f);
   for (auto& v : bias) v = ud(rng) - 1.25f;
-  for (auto& v : a_row) v = ud(rng);
-  for (auto& v : a_exp) v = ud(rng);
-  for (auto& v : w_exp) v = ud(rng);
+  for (auto* v : {&a_row, &a_exp, &w_exp, &w_col})
+    for (auto& x : *v) x = ud(rng);
   Shifted h_aligned = upload_shifted(h.data(), h.size() * 4, 0);
   Shifted h_shifted = upload_shifted(h.data(), h.size() * 4, 4);
   DeviceBuffer bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), a_exp_d = upload_vec(a_exp),
-               w_exp_d = upload_vec(w_exp);
-  DeviceBuffer q_vec(slots * N), q_gen(slots * N), s_vec(slots * G * 4), s_gen(slots * G * 4);
+               w_exp_d = upload_vec(w_exp), w_col_d = upload_vec(w_col);
+  DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes),
+      s_gen(slots * scale_bytes), staging(slots * N * 4);
   auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::ActivationParams ap;
     ap.h = hp;
@@ -256,20 +289,38 @@ TEST_P(ActivationBlockPaths, VectorEqualsGeneral) {
     ap.order = c.order;
     ap.interleaved = c.interleaved;
     ap.bias = static_cast<const float*>(bias_d.get());
-    if (generic_dq) {
-      ap.dq.kind = cuda::Dequant::GENERIC;
+    ap.dq.kind = dq;
+    if (dq == cuda::Dequant::GENERIC) {
       ap.dq.a_row = static_cast<const float*>(a_row_d.get());
       ap.dq.a_expert = static_cast<const float*>(a_exp_d.get());
       ap.dq.w_expert = static_cast<const float*>(w_exp_d.get());
+    } else if (dq == cuda::Dequant::CHANNEL) {
+      ap.dq.a_row = static_cast<const float*>(a_row_d.get());
+      ap.dq.w = static_cast<const float*>(w_col_d.get());
     }
     ap.act_dtype = DType::BF16;
     ap.out = q.get();
-    ap.op = cuda::Operand::FP8;
-    ap.quant = cuda::Fp8Quant::BLOCK;
-    ap.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, false};
+    ap.op = op;
+    ap.quant = quant;
+    if (block) {
+      ap.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, false};
+    } else {
+      ap.row_scale = static_cast<float*>(s.get());
+      ap.staging = static_cast<float*>(staging.get());  // the general kernel's
+    }
     cuda::launch_activation(ap, slots, nullptr);
   };
-  expect_vector_equals_general(plan, E, N, h_aligned.ptr, h_shifted.ptr, q_vec, q_gen, s_vec, s_gen, run);
+  expect_vector_equals_general(plan, E, code_bytes, scale_bytes, h_aligned.ptr, h_shifted.ptr, q_vec, q_gen, s_vec,
+                               s_gen, run);
+}
+
+class ActivationBlockPaths : public ::testing::TestWithParam<std::tuple<int, bool, int64_t>> {};
+
+TEST_P(ActivationBlockPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [ci, generic_dq, N] = GetParam();
+  activation_paths(kActCases[ci], generic_dq ? cuda::Dequant::GENERIC : cuda::Dequant::NONE, N,
+                   cuda::Fp8Quant::BLOCK, cuda::Operand::FP8);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationBlockPaths,
@@ -278,6 +329,27 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationBlockPaths,
                          [](const auto& info) {
                            return std::string(kActCases[std::get<0>(info.param)].name) +
                                   (std::get<1>(info.param) ? "_generic_dq" : "") + "_N" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+// Per-token fp8 (ROW) as the formats use it: per-channel dequant into fp8 codes (fp8-channel),
+// generic dequant into bf16-held codes (mxfp4-fp8). N = 14336 (Mixtral) stages 56 KB per row
+// in shared memory (the opt-in path).
+class ActivationRowPaths : public ::testing::TestWithParam<std::tuple<int, bool, int64_t>> {};
+
+TEST_P(ActivationRowPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [ci, channel, N] = GetParam();
+  activation_paths(kActCases[ci], channel ? cuda::Dequant::CHANNEL : cuda::Dequant::GENERIC, N, cuda::Fp8Quant::ROW,
+                   channel ? cuda::Operand::FP8 : cuda::Operand::BF16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowPaths,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
+                                            ::testing::Values(int64_t{392}, int64_t{14336})),
+                         [](const auto& info) {
+                           return std::string(kActCases[std::get<0>(info.param)].name) +
+                                  (std::get<1>(info.param) ? "_channel_fp8" : "_generic_bf16") + "_N" +
                                   std::to_string(std::get<2>(info.param));
                          });
 
