@@ -307,7 +307,7 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
     opt_in_dynamic_smem<activation_row_vec_kernel>(kRowStageMaxBytes);
-    activation_row_vec_kernel<<<row_grid(max_rows), kVecThreads, static_cast<size_t>(p.N) * 4, stream>>>(p);
+    activation_row_vec_kernel<<<row_grid(max_rows), row_threads8(p.N), static_cast<size_t>(p.N) * 4, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -237,6 +237,12 @@ inline unsigned row_grid(int64_t max_rows) {
   constexpr int64_t kMaxBlocks = 4096;
   return static_cast<unsigned>(max_rows < 1 ? 1 : (max_rows < kMaxBlocks ? max_rows : kMaxBlocks));
 }
+// Threads of a row-walking kernel whose threads take 8 columns each: whole warps, no more than
+// the row needs (a 256-wide row is one warp, not 256 threads of which 224 idle), at most kVecThreads.
+inline unsigned row_threads8(int64_t cols) {
+  const int64_t warps = (cols / 8 + 31) / 32;
+  return static_cast<unsigned>(32 * (warps < 1 ? 1 : (warps < kVecThreads / 32 ? warps : kVecThreads / 32)));
+}
 inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
 // Loads 4 values of an F32 or BF16 array at elements [i, i + 4) (aligned to 4 elements), through

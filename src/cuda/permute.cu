@@ -421,7 +421,7 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
-    gather_row_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
+    gather_row_vec_kernel<<<row_grid(max_rows), row_threads8(p.K), 0, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
