@@ -18,9 +18,9 @@ SAN=${COMPUTE_SANITIZER:-compute-sanitizer}
 TOOLS=${TOOLS:-"memcheck"}
 # One case per format and activation family, the SIMT fallback, the multi-block plan, ids out
 # of range, the expert map, M = 1 and M = 0, the vector glue kernels next to the general ones,
-# the small-M GEMM (partial last pass, short rows, a refused shape), the per-token (ROW) vector
-# quantisers.
-FILTER=${GTEST_FILTER:-"PlanGpu.*:Cases/GatherRowPaths.*:Cases/ActivationRowPaths.*/silu_*:Shapes/SmallMGemm.*/*_n7208_k1296:Shapes/SmallMGemm.*/*_n100_k256:SmallMGemmEdge.*:Shapes/GatherBlockPaths.*/*K2176:Cases/ActivationBlockPaths.*/*N384:Cases/FinalizePaths.*:AllFormatsActivations/LayerGpu.MatchesOracle/*_silu_vllm:AllFormatsActivations/LayerGpu.MatchesOracle/*_swigluoai_interleaved_flashinfer_bias_oninput:AllFormatsActivations/LayerGpu.MatchesOracle/fp8_channel_relu2_*:EdgeGpu.ZeroTokensWritesAndLaunchesNothing:EdgeGpu.OneToken:EdgeGpu.IdsOutOfRangeContributeNothing:EdgeGpu.ExpertMapWithUnmappedExperts:EdgeGpu.MultiBlockPlan:EdgeGpu.UnalignedShapesUseFallback:Formats/W4Gpu.DecodeSizesMatchOracle/*:Formats/W4Gpu.LargeBatchMatchesOracle/*:W4GpuEdge.*"}
+# the small-M GEMM (partial last pass, short rows, a refused shape), the per-token (ROW) and
+# nvfp4 vector quantisers.
+FILTER=${GTEST_FILTER:-"PlanGpu.*:Cases/GatherNvfp4Paths.*:Cases/ActivationNvfp4Paths.*/silu_*:Cases/GatherRowPaths.*:Cases/ActivationRowPaths.*/silu_*:Shapes/SmallMGemm.*/*_n7208_k1296:Shapes/SmallMGemm.*/*_n100_k256:SmallMGemmEdge.*:Shapes/GatherBlockPaths.*/*K2176:Cases/ActivationBlockPaths.*/*N384:Cases/FinalizePaths.*:AllFormatsActivations/LayerGpu.MatchesOracle/*_silu_vllm:AllFormatsActivations/LayerGpu.MatchesOracle/*_swigluoai_interleaved_flashinfer_bias_oninput:AllFormatsActivations/LayerGpu.MatchesOracle/fp8_channel_relu2_*:EdgeGpu.ZeroTokensWritesAndLaunchesNothing:EdgeGpu.OneToken:EdgeGpu.IdsOutOfRangeContributeNothing:EdgeGpu.ExpertMapWithUnmappedExperts:EdgeGpu.MultiBlockPlan:EdgeGpu.UnalignedShapesUseFallback:Formats/W4Gpu.DecodeSizesMatchOracle/*:Formats/W4Gpu.LargeBatchMatchesOracle/*:W4GpuEdge.*"}
 
 if ! command -v "$SAN" >/dev/null 2>&1; then
   echo "gpu_sanitize.sh: $SAN not found (set COMPUTE_SANITIZER)" >&2

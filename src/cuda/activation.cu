@@ -236,6 +236,22 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(Activat
 // Shared memory of activation_row_vec_kernel: rows up to 24576 outputs (Mixtral's 14336 included).
 constexpr int kRowStageMaxBytes = 96 * 1024;
 
+// NVFP4 (W4A4), N a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
+// that exist), one 16-wide block per thread and step (act8 twice). Values as activation_kernel's
+// NVFP4 case.
+__global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(ActivationParams p) {
+  const int32_t rows = load_rows(p.rows);
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t e = __ldg(p.row_expert + r);
+    float ds = 1.0f;
+    if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
+    if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
+    quantise_nvfp4_row_vec(p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e],
+                           [&](int64_t c, float (&a)[8]) { act8(p, r, e, ds, c, a); });
+  }
+}
+
 __global__ void quantise_staged_kernel(ActivationParams p) {
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
@@ -308,6 +324,12 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
       aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
     opt_in_dynamic_smem<activation_row_vec_kernel>(kRowStageMaxBytes);
     activation_row_vec_kernel<<<row_grid(max_rows), row_threads8(p.N), static_cast<size_t>(p.N) * 4, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.N % 16 == 0 && rows_fit && aligned_to(p.h, 16) &&
+      aligned_to(p.out, 16)) {
+    activation_nvfp4_vec_kernel<<<row_grid(max_rows), row_threads8(p.N / 2), 0, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -392,6 +392,32 @@ __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
   for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
 }
 
+// nvfp4 (W4A4) quantisation of one operand row by 16-wide blocks with 16-byte accesses (cols a
+// multiple of 16, a 16-bit operand): load(c, v) fills v with columns c .. c + 7; the block's
+// threads take 16-wide blocks in turn. Same values as quantise_nvfp4_row.
+template <class Load8>
+__device__ __forceinline__ void quantise_nvfp4_row_vec(void* out, Operand op, int64_t base, int64_t cols, float gs,
+                                                       Load8 load) {
+  for (int64_t b = threadIdx.x; b < cols / 16; b += blockDim.x) {
+    float v[16], lo[8], hi[8];
+    load(b * 16, lo);
+    load(b * 16 + 8, hi);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      v[j] = lo[j];
+      v[8 + j] = hi[j];
+    }
+    nvfp4_block_values(v, gs);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      lo[j] = v[j];
+      hi[j] = v[8 + j];
+    }
+    store8_operand16(out, op, base + b * 16, lo);
+    store8_operand16(out, op, base + b * 16 + 8, hi);
+  }
+}
+
 // nvfp4 (W4A4) quantisation of one operand row of `cols` values, one thread per 16-wide block
 // (block-strided): value(c) gives the row's value at column c, out + base the row in the operand.
 template <class Value>

@@ -344,6 +344,25 @@ __global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParam
   }
 }
 
+// NVFP4 (W4A4), K a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
+// that exist), one 16-wide block per thread and step, 16-byte loads and stores. Values as
+// gather_kernel's NVFP4 case.
+__global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherParams p) {
+  const int32_t rows = load_rows(p.rows);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
+    const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
+    const float gs = 1.0f / p.nvfp4_input_scale[p.block.row_expert[r]];
+    quantise_nvfp4_row_vec(p.out, p.op, r * p.K, p.K, gs, [&](int64_t c, float (&v)[8]) {
+      load8_as_float(p.x, p.x_dtype, t * p.K + c, v);
+      if (p.on_input) {
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
+      }
+    });
+  }
+}
+
 // Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
 // over the rows that exist (the device count), 16-byte loads of x, 16-byte (bf16 / fp16) or
 // 8-byte (e4m3) stores. Values and rounding as gather_kernel.
@@ -422,6 +441,12 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
   }
   if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
     gather_row_vec_kernel<<<row_grid(max_rows), row_threads8(p.K), 0, stream>>>(p);
+    FUSEDMOE_CUDA_CHECK_LAUNCH();
+    return;
+  }
+  if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.K % 16 == 0 && aligned_to(p.x, 16) &&
+      aligned_to(p.out, 16)) {
+    gather_nvfp4_vec_kernel<<<row_grid(max_rows), row_threads8(p.K / 2), 0, stream>>>(p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }

@@ -2,7 +2,7 @@
 // and a general one for shapes or pointers the vector one does not take. Both must give the same
 // bits: here each vector kernel runs next to the general one on the same data (the general one
 // is selected by handing the launcher an input pointer shifted off its 16-byte alignment), for
-// the fp8-block and per-token (ROW) quantisers of both GEMM operands and for finalize. The
+// the fp8-block, per-token (ROW) and nvfp4 quantisers of both GEMM operands and for finalize. The
 // routing plan (whose placement is spread over warps) is checked against the order it must
 // produce.
 #include <cuda_runtime.h>
@@ -167,12 +167,17 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   for (auto& v : w) v = 0.1f + static_cast<float>(rng() % 1000) / 1000.0f;
   DevicePlan plan(ids, E);
   DeviceBuffer w_d = upload_vec(w);
-  const bool block = quant == cuda::Fp8Quant::BLOCK;
-  const int64_t slots = M * topk, code_bytes = K * operand_bytes(op), scale_bytes = block ? K / 128 * 4 : 4;
+  const bool block = quant == cuda::Fp8Quant::BLOCK, nvfp4 = quant == cuda::Fp8Quant::NVFP4;
+  // NVFP4 writes no scales (the operand holds e2m1 x e4m3 values): nothing to compare there.
+  const int64_t slots = M * topk, code_bytes = K * operand_bytes(op),
+                scale_bytes = block ? K / 128 * 4 : (nvfp4 ? 0 : 4);
+  std::vector<float> in_scale(E);
+  for (auto& v : in_scale) v = 0.002f * static_cast<float>(1 + rng() % 50);
+  DeviceBuffer in_scale_d = upload_vec(in_scale);
   Shifted x_aligned = upload_shifted(xb.data(), xb.size(), 0);
   Shifted x_shifted = upload_shifted(xb.data(), xb.size(), dt == DType::F32 ? 4 : 2);
-  DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes),
-      s_gen(slots * scale_bytes);
+  DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes + 16),
+      s_gen(slots * scale_bytes + 16);
   FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * code_bytes));
   FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
   auto run = [&](const void* x, DeviceBuffer& q, DeviceBuffer& s) {
@@ -189,7 +194,9 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
     gp.op = op;
     gp.quant = quant;
     if (block) gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
+    else if (nvfp4) gp.block.row_expert = plan.p.row_expert;
     else gp.row_scale = static_cast<float*>(s.get());
+    gp.nvfp4_input_scale = static_cast<const float*>(in_scale_d.get());
     cuda::launch_gather(gp, slots, nullptr);
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, x_aligned.ptr, x_shifted.ptr, q_vec, q_gen, s_vec,
@@ -235,6 +242,22 @@ INSTANTIATE_TEST_SUITE_P(Cases, GatherRowPaths,
                                   (op == cuda::Operand::FP8 ? "_fp8" : op == cuda::Operand::BF16 ? "_bf16" : "_fp16");
                          });
 
+// NVFP4 activations (W4A4): e2m1 x e4m3 values per 16-wide block, held in bf16.
+class GatherNvfp4Paths : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
+
+TEST_P(GatherNvfp4Paths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [dt, on_input] = GetParam();
+  gather_paths(dt, on_input, 2064, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GatherNvfp4Paths,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F32), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
+                                  (std::get<1>(info.param) ? "_oninput" : "");
+                         });
+
 // ---------------------------------------------------------------- fp8-block GEMM2 operand
 
 struct ActCase {
@@ -263,8 +286,12 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   std::mt19937 rng(static_cast<uint32_t>(static_cast<int>(c.act) * 31 + N + 7 * dq + c.interleaved));
   const auto ids = random_ids(M * topk, E, rng);
   DevicePlan plan(ids, E);
-  const bool block = quant == cuda::Fp8Quant::BLOCK;
-  const int64_t slots = M * topk, code_bytes = N * operand_bytes(op), scale_bytes = block ? N / 128 * 4 : 4;
+  const bool block = quant == cuda::Fp8Quant::BLOCK, nvfp4 = quant == cuda::Fp8Quant::NVFP4;
+  const int64_t slots = M * topk, code_bytes = N * operand_bytes(op),
+                scale_bytes = block ? N / 128 * 4 : (nvfp4 ? 0 : 4);
+  std::vector<float> in_scale(E);
+  for (auto& v : in_scale) v = 0.002f * static_cast<float>(1 + rng() % 50);
+  DeviceBuffer in_scale_d = upload_vec(in_scale);
   const auto h = mixed_values(slots * R, rng);
   std::vector<float> bias(E * R), a_row(slots), a_exp(E), w_exp(E), w_col(E * R);
   std::uniform_real_distribution<float> ud(0.5f, 2.0f);
@@ -275,8 +302,8 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   Shifted h_shifted = upload_shifted(h.data(), h.size() * 4, 4);
   DeviceBuffer bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), a_exp_d = upload_vec(a_exp),
                w_exp_d = upload_vec(w_exp), w_col_d = upload_vec(w_col);
-  DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes),
-      s_gen(slots * scale_bytes), staging(slots * N * 4);
+  DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes + 16),
+      s_gen(slots * scale_bytes + 16), staging(slots * N * 4);
   auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::ActivationParams ap;
     ap.h = hp;
@@ -304,10 +331,11 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
     ap.quant = quant;
     if (block) {
       ap.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, false};
-    } else {
+    } else if (!nvfp4) {
       ap.row_scale = static_cast<float*>(s.get());
       ap.staging = static_cast<float*>(staging.get());  // the general kernel's
     }
+    ap.nvfp4_input_scale = static_cast<const float*>(in_scale_d.get());
     cuda::launch_activation(ap, slots, nullptr);
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, h_aligned.ptr, h_shifted.ptr, q_vec, q_gen, s_vec,
@@ -351,6 +379,23 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowPaths,
                            return std::string(kActCases[std::get<0>(info.param)].name) +
                                   (std::get<1>(info.param) ? "_channel_fp8" : "_generic_bf16") + "_N" +
                                   std::to_string(std::get<2>(info.param));
+                         });
+
+// NVFP4 activations (W4A4) with the generic dequant of the 4-bit formats.
+class ActivationNvfp4Paths : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+
+TEST_P(ActivationNvfp4Paths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [ci, N] = GetParam();
+  activation_paths(kActCases[ci], cuda::Dequant::GENERIC, N, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationNvfp4Paths,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))),
+                                            ::testing::Values(int64_t{400}, int64_t{2880})),
+                         [](const auto& info) {
+                           return std::string(kActCases[std::get<0>(info.param)].name) + "_N" +
+                                  std::to_string(std::get<1>(info.param));
                          });
 
 // ---------------------------------------------------------------- finalize
