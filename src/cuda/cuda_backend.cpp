@@ -466,13 +466,9 @@ class CudaBackend final : public BackendImpl {
     g1.device = device_;
     g1.a_scale = b.block_scale1;
     g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
-    // bf16 intermediates h, y (half the bytes of fp32). Off: measured on an H200 (2026-11-21) they
-    // gained 0.3-4% (bf16) and 1-11% (fp8) at M >= 1024 but raised the worst error against the
-    // float64 oracle from 2e-4 to 5e-3 (bf16) and from 5e-3 to 2.6e-2 (fp8-tensor): not worth it.
-    constexpr bool kBf16Intermediates = false;
-    const bool inter16 = kBf16Intermediates && act_dtype == DType::BF16 && path1_ == GemmPath::SM90_TMA && path2_ == GemmPath::SM90_TMA &&
-                         (op_ == Operand::BF16 || op_ == Operand::FP8) && R % 8 == 0 && K % 8 == 0;
-    g1.d_bf16 = inter16;
+    // h and y stay fp32: bf16 intermediates were measured on an H200 (2026-11-21) at 0.3-4% (bf16)
+    // and 1-11% (fp8) faster at M >= 1024 but raised the worst error against the float64 oracle
+    // from 2e-4 to 5e-3 (bf16) and from 5e-3 to 2.6e-2 (fp8-tensor), and were removed.
     if (w4_) run_w4_gemm(g1, w4_weights(true), b.w4_decoded, stream);
     else run_grouped_gemm(g1, path1_, stream);
     mark(2);
@@ -480,7 +476,7 @@ class CudaBackend final : public BackendImpl {
     // ---- activation ----
     ActivationParams ap;
     ap.h = b.h;
-    ap.h_dtype = inter16 ? DType::BF16 : DType::F32;
+    ap.h_dtype = DType::F32;
     ap.R = R;
     ap.N = N;
     ap.row_expert = b.plan.row_expert;
@@ -525,7 +521,7 @@ class CudaBackend final : public BackendImpl {
     // ---- finalize ----
     FinalizeParams fp;
     fp.y = b.y;
-    fp.y_dtype = inter16 ? DType::BF16 : DType::F32;
+    fp.y_dtype = DType::F32;
     fp.M = M;
     fp.K = K;
     fp.topk = topk;

@@ -78,8 +78,6 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
 }
 
 void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream) {
-  if (args.d_bf16 && (path != GemmPath::SM90_TMA || (args.op != Operand::BF16 && args.op != Operand::FP8)))
-    throw Error("grouped GEMM: bf16 D is built for the SM90 bf16 and fp8 instances only");
   if (path == GemmPath::SIMT) {
     simt_grouped_gemm(args, stream);
     return;

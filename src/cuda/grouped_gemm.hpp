@@ -1,7 +1,7 @@
 #pragma once
 // The grouped GEMM of both MoE GEMMs: for each expert g,
 //   D[rows of g] = A[rows of g] x B[g]^T      (A [rows, k], B [groups, n, k], D [rows, n], all row-major)
-// with fp32 accumulation and an fp32 (or bf16, d_bf16), unscaled D (dequant scales, bias and activation are applied
+// with fp32 accumulation and an fp32, unscaled D (dequant scales, bias and activation are applied
 // by the next stage). The rows of each expert come from device offsets, so nothing about the
 // routing crosses to the host.
 //
@@ -46,9 +46,6 @@ struct GroupedGemmArgs {
   //   b_scale: weight scales [groups, n/128, k/128] row-major (as the layer stores them).
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;
-  // D stored as bf16 (d then points at bf16 storage): SM90_TMA path with bf16 or fp8 operands
-  // only (and the small-M path they may take); the next stage reads bf16 intermediates.
-  bool d_bf16 = false;
 };
 
 // Tile-config choice of the SM90 families: the swap-AB config (weights on the MMA's 128-row
@@ -67,7 +64,7 @@ inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
 // the other's MMAs). Long K keeps the cooperative 128x128 config.
 constexpr int64_t kPingpongMaxK = 1024;
 inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
-  return !a.d_bf16 && a.k <= kPingpongMaxK && !sm90_use_small_config(a);
+  return a.k <= kPingpongMaxK && !sm90_use_small_config(a);
 }
 
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used

@@ -1,7 +1,7 @@
 // SM90 grouped GEMM instances for bf16 operands (format bf16). See sm90_grouped_gemm.cuh.
 // Instances: a cooperative 128x256 tile for many rows per expert, a pingpong 128x128 tile for many
 // rows and short K (sm90_use_pingpong_config), and a swap-AB 128x64 tile for few rows
-// (sm90_use_small_config in grouped_gemm.hpp); the first and last also with a bf16 D.
+// (sm90_use_small_config in grouped_gemm.hpp).
 #include <algorithm>
 
 #include "cuda/sm90_grouped_gemm.cuh"
@@ -29,23 +29,15 @@ using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1
 using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, LargeConfig, /*SwapAB=*/false>;
 using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, PingpongConfig, /*SwapAB=*/false>;
 using SmallGemm = sm90::GroupedGemm<cutlass::bfloat16_t, SmallConfig, /*SwapAB=*/true>;
-// bf16 D (GroupedGemmArgs::d_bf16): the same kernels with a bf16 epilogue store.
-using LargeGemm16 = sm90::GroupedGemm<cutlass::bfloat16_t, LargeConfig, /*SwapAB=*/false, cutlass::bfloat16_t>;
-using SmallGemm16 = sm90::GroupedGemm<cutlass::bfloat16_t, SmallConfig, /*SwapAB=*/true, cutlass::bfloat16_t>;
 }  // namespace
 
 size_t sm90_grouped_gemm_bf16_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
-                   PingpongGemm::workspace_bytes(groups, sm_count),
-                   LargeGemm16::workspace_bytes(groups, sm_count), SmallGemm16::workspace_bytes(groups, sm_count)});
+                   PingpongGemm::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
-  const bool small = sm90_use_small_config(args);
-  if (args.d_bf16) {
-    if (small) SmallGemm16::run(args, stream);
-    else LargeGemm16::run(args, stream);
-  } else if (small) {
+  if (sm90_use_small_config(args)) {
     SmallGemm::run(args, stream);
   } else if (sm90_use_pingpong_config(args)) {
     PingpongGemm::run(args, stream);

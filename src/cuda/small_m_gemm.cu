@@ -10,7 +10,6 @@
 // butterfly over the lanes (deterministic; the e4m3 x e4m3 products are exact in fp32).
 // Blocks are laid out over (weight-row blocks, active experts): blockIdx.y = a picks the a-th
 // expert with rows, so empty experts cost no blocks.
-#include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
@@ -76,9 +75,9 @@ struct Chunk<Operand::FP8> {
   }
 };
 
-template <Operand OP, bool kD16>
+template <Operand OP>
 __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t* __restrict__ a,
-                                                                   const uint8_t* __restrict__ b, void* __restrict__ d,
+                                                                   const uint8_t* __restrict__ b, float* __restrict__ d,
                                                                    int64_t n, int64_t k, int groups,
                                                                    const int32_t* __restrict__ offsets) {
   using C = Chunk<OP>;
@@ -143,9 +142,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
         if (lane == 0 && nok[i]) {
-          const int64_t o = (row0 + r0 + j) * n + n0 + i;
-          if constexpr (kD16) static_cast<__nv_bfloat16*>(d)[o] = __float2bfloat16_rn(v);
-          else static_cast<float*>(d)[o] = v;
+          d[(row0 + r0 + j) * n + n0 + i] = v;
         }
       }
   }
@@ -177,22 +174,14 @@ void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream) {
   const auto* a = static_cast<const uint8_t*>(args.a);
   const auto* b = static_cast<const uint8_t*>(args.b);
   const dim3 block(kWarps * 32);
-  void* d = args.d;
+  float* d = args.d;
   const int64_t n = args.n, k = args.k;
   const int groups = args.groups;
   const int32_t* off = args.expert_offsets;
   switch (args.op) {
-    case Operand::BF16:
-      if (args.d_bf16) small_m_gemm_kernel<Operand::BF16, true><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off);
-      else small_m_gemm_kernel<Operand::BF16, false><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off);
-      break;
-    case Operand::FP16:
-      small_m_gemm_kernel<Operand::FP16, false><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off);
-      break;
-    default:
-      if (args.d_bf16) small_m_gemm_kernel<Operand::FP8, true><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off);
-      else small_m_gemm_kernel<Operand::FP8, false><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off);
-      break;
+    case Operand::BF16: small_m_gemm_kernel<Operand::BF16><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off); break;
+    case Operand::FP16: small_m_gemm_kernel<Operand::FP16><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off); break;
+    default: small_m_gemm_kernel<Operand::FP8><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off); break;
   }
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
