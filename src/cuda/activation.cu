@@ -186,10 +186,11 @@ __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64
   for (int j = 0; j < 8; ++j) a[j] = round_to(p.act_dtype, gated(p, g[j], u[j]));
 }
 
-// fp8-block, N a multiple of 128, no per-column dequant: one block per row (grid-stride over the
-// rows that exist), half a warp per 128-wide group, 8 outputs per lane. Values, scales and codes
-// as activation_block_kernel.
-__global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(ActivationParams p) {
+// The row walk of the vector activation kernels: body(r, e, ds) for every row that exists, one
+// block per row (grid-stride over the device row count); e the row's expert, ds its per-row
+// dequant factor for act8 (TENSOR, GENERIC; the CHANNEL factor is per column).
+template <class Body>
+__device__ __forceinline__ void for_each_row(const ActivationParams& p, Body body) {
   const int32_t rows = load_rows(p.rows);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -197,9 +198,18 @@ __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(Activ
     float ds = 1.0f;
     if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
     if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
+    body(r, e, ds);
+  }
+}
+
+// fp8-block, N a multiple of 128, no per-column dequant: one block per row (grid-stride over the
+// rows that exist), half a warp per 128-wide group, 8 outputs per lane. Values, scales and codes
+// as activation_block_kernel.
+__global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(ActivationParams p) {
+  for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     quantise_block_row(p.block, r, static_cast<int>(p.N / 8), static_cast<uint8_t*>(p.out) + r * p.N,
                        [&](int l, float (&a)[8]) { act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a); });
-  }
+  });
 }
 
 // ROW quantisation (per-token fp8: fp8-channel, and the 4-bit formats with fp8 activations), N a
@@ -208,14 +218,8 @@ __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(Activ
 // that wrote it) for the row's amax. Values, scale and codes as activation_kernel's ROW case.
 __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(ActivationParams p) {
   extern __shared__ float4 staged[];  // [N / 4]
-  const int32_t rows = load_rows(p.rows);
   const int lanes = static_cast<int>(p.N / 8);
-  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t e = __ldg(p.row_expert + r);
-    float ds = 1.0f;
-    if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
-    if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
+  for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     float m = 0.0f;
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       float a[8];
@@ -231,7 +235,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(Activat
       const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
       store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
     }
-  }
+  });
 }
 // Shared memory of activation_row_vec_kernel: rows up to 24576 outputs (Mixtral's 14336 included).
 constexpr int kRowStageMaxBytes = 96 * 1024;
@@ -240,16 +244,10 @@ constexpr int kRowStageMaxBytes = 96 * 1024;
 // that exist), one 16-wide block per thread and step (act8 twice). Values as activation_kernel's
 // NVFP4 case.
 __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(ActivationParams p) {
-  const int32_t rows = load_rows(p.rows);
-  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t e = __ldg(p.row_expert + r);
-    float ds = 1.0f;
-    if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
-    if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
+  for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     quantise_nvfp4_row_vec(p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e],
                            [&](int64_t c, float (&a)[8]) { act8(p, r, e, ds, c, a); });
-  }
+  });
 }
 
 __global__ void quantise_staged_kernel(ActivationParams p) {

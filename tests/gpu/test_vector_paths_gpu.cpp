@@ -86,6 +86,23 @@ void expect_vector_equals_general(const DevicePlan& plan, int E, int64_t code_by
 
 int64_t operand_bytes(cuda::Operand op) { return op == cuda::Operand::FP8 ? 1 : 2; }
 
+// What a quantiser writes per row of `cols` values: the operand bytes, and the scale bytes (BLOCK:
+// one float per 128 columns; ROW: one float; NVFP4: none, its operand holds e2m1 x e4m3 values).
+struct RowBytes {
+  int64_t code, scale;
+};
+RowBytes row_bytes(cuda::Fp8Quant quant, cuda::Operand op, int64_t cols) {
+  const int64_t scale = quant == cuda::Fp8Quant::BLOCK ? cols / 128 * 4 : (quant == cuda::Fp8Quant::NVFP4 ? 0 : 4);
+  return {cols * operand_bytes(op), scale};
+}
+
+// nvfp4 input scales [E] (the activations' global scale is their inverse), on the device.
+DeviceBuffer random_input_scales(int E, std::mt19937& rng) {
+  std::vector<float> v(E);
+  for (auto& x : v) x = 0.002f * static_cast<float>(1 + rng() % 50);
+  return upload_vec(v);
+}
+
 // ---------------------------------------------------------------- routing plan
 
 // Rows are grouped by local expert and ordered by slot inside an expert; slots whose id is out
@@ -168,12 +185,9 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   DevicePlan plan(ids, E);
   DeviceBuffer w_d = upload_vec(w);
   const bool block = quant == cuda::Fp8Quant::BLOCK, nvfp4 = quant == cuda::Fp8Quant::NVFP4;
-  // NVFP4 writes no scales (the operand holds e2m1 x e4m3 values): nothing to compare there.
-  const int64_t slots = M * topk, code_bytes = K * operand_bytes(op),
-                scale_bytes = block ? K / 128 * 4 : (nvfp4 ? 0 : 4);
-  std::vector<float> in_scale(E);
-  for (auto& v : in_scale) v = 0.002f * static_cast<float>(1 + rng() % 50);
-  DeviceBuffer in_scale_d = upload_vec(in_scale);
+  const auto [code_bytes, scale_bytes] = row_bytes(quant, op, K);
+  const int64_t slots = M * topk;
+  DeviceBuffer in_scale_d = random_input_scales(E, rng);
   Shifted x_aligned = upload_shifted(xb.data(), xb.size(), 0);
   Shifted x_shifted = upload_shifted(xb.data(), xb.size(), dt == DType::F32 ? 4 : 2);
   DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes + 16),
@@ -287,11 +301,9 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   const auto ids = random_ids(M * topk, E, rng);
   DevicePlan plan(ids, E);
   const bool block = quant == cuda::Fp8Quant::BLOCK, nvfp4 = quant == cuda::Fp8Quant::NVFP4;
-  const int64_t slots = M * topk, code_bytes = N * operand_bytes(op),
-                scale_bytes = block ? N / 128 * 4 : (nvfp4 ? 0 : 4);
-  std::vector<float> in_scale(E);
-  for (auto& v : in_scale) v = 0.002f * static_cast<float>(1 + rng() % 50);
-  DeviceBuffer in_scale_d = upload_vec(in_scale);
+  const auto [code_bytes, scale_bytes] = row_bytes(quant, op, N);
+  const int64_t slots = M * topk;
+  DeviceBuffer in_scale_d = random_input_scales(E, rng);
   const auto h = mixed_values(slots * R, rng);
   std::vector<float> bias(E * R), a_row(slots), a_exp(E), w_exp(E), w_col(E * R);
   std::uniform_real_distribution<float> ud(0.5f, 2.0f);
@@ -342,6 +354,11 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
                                s_gen, run);
 }
 
+// Test name of an activation case: layout, variant, width.
+std::string act_case_name(int ci, const char* variant, int64_t N) {
+  return std::string(kActCases[ci].name) + variant + "_N" + std::to_string(N);
+}
+
 class ActivationBlockPaths : public ::testing::TestWithParam<std::tuple<int, bool, int64_t>> {};
 
 TEST_P(ActivationBlockPaths, VectorEqualsGeneral) {
@@ -355,9 +372,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationBlockPaths,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
                                             ::testing::Values(int64_t{384}, int64_t{2176})),
                          [](const auto& info) {
-                           return std::string(kActCases[std::get<0>(info.param)].name) +
-                                  (std::get<1>(info.param) ? "_generic_dq" : "") + "_N" +
-                                  std::to_string(std::get<2>(info.param));
+                           return act_case_name(std::get<0>(info.param), std::get<1>(info.param) ? "_generic_dq" : "",
+                                                std::get<2>(info.param));
                          });
 
 // Per-token fp8 (ROW) as the formats use it: per-channel dequant into fp8 codes (fp8-channel),
@@ -376,9 +392,9 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowPaths,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
                                             ::testing::Values(int64_t{392}, int64_t{14336})),
                          [](const auto& info) {
-                           return std::string(kActCases[std::get<0>(info.param)].name) +
-                                  (std::get<1>(info.param) ? "_channel_fp8" : "_generic_bf16") + "_N" +
-                                  std::to_string(std::get<2>(info.param));
+                           return act_case_name(std::get<0>(info.param),
+                                                std::get<1>(info.param) ? "_channel_fp8" : "_generic_bf16",
+                                                std::get<2>(info.param));
                          });
 
 // NVFP4 activations (W4A4) with the generic dequant of the 4-bit formats.
@@ -394,8 +410,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationNvfp4Paths,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))),
                                             ::testing::Values(int64_t{400}, int64_t{2880})),
                          [](const auto& info) {
-                           return std::string(kActCases[std::get<0>(info.param)].name) + "_N" +
-                                  std::to_string(std::get<1>(info.param));
+                           return act_case_name(std::get<0>(info.param), "", std::get<1>(info.param));
                          });
 
 // ---------------------------------------------------------------- finalize
