@@ -1,7 +1,7 @@
 # The CUDA backend (Hopper, sm_90a). Included by the root CMakeLists.txt when CUDA is on.
 #
 # Sources: every src/cuda/*.cu and *.cpp (routing.cu included). The CUTLASS grouped-GEMM
-# instances live one or two per file (sm90_grouped_gemm_<family>.cu) because each costs about a
+# instances live two or three per file (sm90_grouped_gemm_<family>.cu) because each costs about a
 # minute and several GB of compiler memory; FUSEDMOE_SKIP_GPU_FORMATS leaves families out
 # (bf16, fp16, fp8 = fp8-tensor/fp8-channel, fp8_blockwise = fp8-block)
 # (their formats are then refused by can_implement() with a reason naming the option).
