@@ -29,7 +29,7 @@ __device__ __forceinline__ float gelu_tanh(float x) {
 
 // GEMM1 output element `col` of row r, dequantised, with bias.
 __device__ __forceinline__ float h_value(const ActivationParams& p, int64_t r, int64_t e, int64_t col) {
-  float v = load_as_float(p.h, p.h_dtype, r * p.R + col);
+  float v = p.h[r * p.R + col];
   if (p.dq.kind != Dequant::NONE) v *= dequant_scale(p.dq, r, e, col, p.R);
   if (p.bias) v += p.bias[e * p.R + col];
   return v;
@@ -150,7 +150,7 @@ __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64
   const int64_t h0 = r * p.R;  // the row's first element of h
   if (p.act == Activation::RELU2) {
     float h[8];
-    load8_as_float(p.h, p.h_dtype, h0 + n, h);
+    load8_as_float(p.h, DType::F32, h0 + n, h);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       const float v = fix(h[j], n + j);
@@ -163,8 +163,8 @@ __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64
   float g[8], u[8];
   if (p.interleaved) {  // gate / up pairs at columns 2n', 2n' + 1
     float lo[8], hi[8];  // columns 2n .. 2n + 7 and 2n + 8 .. 2n + 15
-    load8_as_float(p.h, p.h_dtype, h0 + 2 * n, lo);
-    load8_as_float(p.h, p.h_dtype, h0 + 2 * n + 8, hi);
+    load8_as_float(p.h, DType::F32, h0 + 2 * n, lo);
+    load8_as_float(p.h, DType::F32, h0 + 2 * n + 8, hi);
     const int go = gate_first ? 0 : 1;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -174,8 +174,8 @@ __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64
     }
   } else {
     const int64_t gi = gate_first ? n : p.N + n, ui = gate_first ? p.N + n : n;
-    load8_as_float(p.h, p.h_dtype, h0 + gi, g);
-    load8_as_float(p.h, p.h_dtype, h0 + ui, u);
+    load8_as_float(p.h, DType::F32, h0 + gi, g);
+    load8_as_float(p.h, DType::F32, h0 + ui, u);
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
       g[j] = fix(g[j], gi + j);
@@ -276,8 +276,8 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
     const int64_t r = it / vecs, n = (it - r * vecs) * 4;
     const int64_t gi = gate_first ? n : p.N + n, ui = gate_first ? p.N + n : n;
     float g[4], u[4];
-    load4_as_float(p.h, p.h_dtype, r * p.R + gi, g);
-    load4_as_float(p.h, p.h_dtype, r * p.R + ui, u);
+    load4_as_float(p.h, DType::F32, r * p.R + gi, g);
+    load4_as_float(p.h, DType::F32, r * p.R + ui, u);
     const int64_t e = __ldg(p.row_expert + r);
     if (p.dq.kind == Dequant::TENSOR || p.dq.kind == Dequant::GENERIC) {
       const float ds = p.dq.kind == Dequant::TENSOR ? a_tensor * p.dq.w[e] : generic_factor(p.dq, r, e);

@@ -476,7 +476,6 @@ class CudaBackend final : public BackendImpl {
     // ---- activation ----
     ActivationParams ap;
     ap.h = b.h;
-    ap.h_dtype = DType::F32;
     ap.R = R;
     ap.N = N;
     ap.row_expert = b.plan.row_expert;
@@ -521,7 +520,6 @@ class CudaBackend final : public BackendImpl {
     // ---- finalize ----
     FinalizeParams fp;
     fp.y = b.y;
-    fp.y_dtype = DType::F32;
     fp.M = M;
     fp.K = K;
     fp.topk = topk;

@@ -43,7 +43,7 @@ __global__ void finalize_kernel(FinalizeParams p) {
         const int32_t r = rows_s[k];
         if (r < 0) continue;
         const int64_t e = experts_s[k];
-        float y = load_as_float(p.y, p.y_dtype, static_cast<int64_t>(r) * p.K + c);
+        float y = p.y[static_cast<int64_t>(r) * p.K + c];
         if (p.dq.kind == Dequant::TENSOR) y *= ascale_s[k] * p.dq.w[e];
         if (p.dq.kind == Dequant::CHANNEL) y *= ascale_s[k] * p.dq.w[e * p.K + c];
         if (p.dq.kind == Dequant::GENERIC) y *= ascale_s[k];
@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
         for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? rows_s[k0 + j] : -1;
 #pragma unroll
         for (int j = 0; j < kSlotBatch; ++j)
-          if (r[j] >= 0) load4_as_float(p.y, p.y_dtype, static_cast<int64_t>(r[j]) * p.K + c, y[j]);
+          if (r[j] >= 0) load4_as_float(p.y, DType::F32, static_cast<int64_t>(r[j]) * p.K + c, y[j]);
 #pragma unroll
         for (int j = 0; j < kSlotBatch; ++j) {
           if (r[j] < 0) continue;

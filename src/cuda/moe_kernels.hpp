@@ -108,8 +108,7 @@ struct Dequant {
 };
 
 struct ActivationParams {
-  const void* h = nullptr;  // GEMM1 output [rows, R], unscaled: fp32, or bf16 (h_dtype)
-  DType h_dtype = DType::F32;
+  const float* h = nullptr;  // GEMM1 output [rows, R], unscaled
   int64_t R = 0, N = 0;
   const int32_t* row_expert = nullptr;
   const int32_t* rows = nullptr;  // device row count
@@ -134,8 +133,7 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
 
 // ---------------------------------------------------------------- finalize.cu
 struct FinalizeParams {
-  const void* y = nullptr;  // GEMM2 output [rows, K], unscaled: fp32, or bf16 (y_dtype)
-  DType y_dtype = DType::F32;
+  const float* y = nullptr;  // GEMM2 output [rows, K], unscaled
   int64_t M = 0, K = 0, topk = 1;
   const int32_t* slot_row = nullptr;
   const int32_t* row_expert = nullptr;

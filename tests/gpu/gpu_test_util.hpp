@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <random>
@@ -256,6 +257,22 @@ inline ::testing::AssertionResult matches_oracle(const HostTensor& gpu, const Ho
   const double err = test::rel_error(a, b);
   if (err <= tol) return ::testing::AssertionSuccess() << "rel error " << err;
   return ::testing::AssertionFailure() << "relative Frobenius error " << err << " > " << tol;
+}
+
+// The GPU layer of case c refuses a call: can_implement() says no with a reason that holds one
+// of `reasons`, and run() throws NotImplemented instead of running.
+inline void expect_refused(const Case& c, std::initializer_list<const char*> reasons) {
+  const LayerFile lf = make_layer(c);
+  DeviceLayer dl(lf);
+  Layer layer(lf.config, dl.weights);
+  const Inputs in = make_inputs(c, c.E);
+  DeviceRun run(layer, in);
+  const Support s = layer.can_implement(layer.validate(run.args));
+  EXPECT_FALSE(s.ok);
+  bool named = false;
+  for (const char* r : reasons) named = named || s.reason.find(r) != std::string::npos;
+  EXPECT_TRUE(named) << s.reason;
+  EXPECT_THROW(layer.run(run.args), NotImplemented);
 }
 
 // Runs `in` through the layer on the GPU (a plain run on a fresh stream, then a second run

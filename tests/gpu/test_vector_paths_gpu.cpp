@@ -318,8 +318,7 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
       s_gen(slots * scale_bytes + 16), staging(slots * N * 4);
   auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::ActivationParams ap;
-    ap.h = hp;
-    ap.h_dtype = DType::F32;
+    ap.h = static_cast<const float*>(hp);
     ap.R = R;
     ap.N = N;
     ap.row_expert = plan.p.row_expert;
@@ -442,8 +441,7 @@ TEST_P(FinalizePaths, VectorEqualsGeneral) {
   DeviceBuffer out_vec(sh.M * sh.K * 2), out_gen(sh.M * sh.K * 2);
   auto run = [&](const void* yp, DeviceBuffer& out) {
     cuda::FinalizeParams fp;
-    fp.y = yp;
-    fp.y_dtype = DType::F32;
+    fp.y = static_cast<const float*>(yp);
     fp.M = sh.M;
     fp.K = sh.K;
     fp.topk = sh.topk;
