@@ -4,6 +4,7 @@
 // The steps and their order are the CPU oracle's (cpu_backend.cpp, cpu/activation.hpp).
 #include <cuda_runtime.h>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
 #include "cuda/smem_opt_in.hpp"
@@ -74,6 +75,7 @@ __device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r,
 
 // One block per row and column chunk (ROW quantisation: gridDim.y == 1, the whole row).
 __global__ void activation_kernel(ActivationParams p) {
+  chain_wait();
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const int64_t e = p.row_expert[r];
@@ -126,6 +128,7 @@ __global__ void activation_kernel(ActivationParams p) {
 
 // fp8-block: one warp per 128-wide group of the activation output (as gather_block_kernel).
 __global__ void activation_block_kernel(ActivationParams p) {
+  chain_wait();
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const int64_t g = static_cast<int64_t>(blockIdx.y) * kBlockGroupsPerCta + threadIdx.x / 32;
@@ -206,6 +209,7 @@ __device__ __forceinline__ void for_each_row(const ActivationParams& p, Body bod
 // rows that exist), half a warp per 128-wide group, 8 outputs per lane. Values, scales and codes
 // as activation_block_kernel.
 __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(ActivationParams p) {
+  chain_wait();
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     quantise_block_row(p.block, r, static_cast<int>(p.N / 8), static_cast<uint8_t*>(p.out) + r * p.N,
                        [&](int l, float (&a)[8]) { act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a); });
@@ -217,6 +221,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(Activ
 // and step; the rounded outputs wait in shared memory (N floats, each read back by the thread
 // that wrote it) for the row's amax. Values, scale and codes as activation_kernel's ROW case.
 __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(ActivationParams p) {
+  chain_wait();
   extern __shared__ float4 staged[];  // [N / 4]
   const int lanes = static_cast<int>(p.N / 8);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
@@ -244,6 +249,7 @@ constexpr int kRowStageMaxBytes = 96 * 1024;
 // that exist), one 16-wide block per thread and step (act8 twice). Values as activation_kernel's
 // NVFP4 case.
 __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(ActivationParams p) {
+  chain_wait();
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     quantise_nvfp4_row_vec(p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e],
                            [&](int64_t c, float (&a)[8]) { act8(p, r, e, ds, c, a); });
@@ -251,6 +257,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(Activ
 }
 
 __global__ void quantise_staged_kernel(ActivationParams p) {
+  chain_wait();
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const float s = scale_from_amax(*p.amax_bits);
@@ -265,6 +272,7 @@ __global__ void quantise_staged_kernel(ActivationParams p) {
 // that exist; 16-byte loads of the gate and up values. Same values and rounding as
 // activation_kernel.
 __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationParams p) {
+  chain_wait();
   const int64_t vecs = p.N / 4;
   const int64_t items = static_cast<int64_t>(load_rows(p.rows)) * vecs;
   const bool gate_first = p.order == GateUpOrder::GATE_UP;
@@ -314,26 +322,27 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
   if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
       aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
-    activation_block_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
+    launch_chained(activation_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
     opt_in_dynamic_smem<activation_row_vec_kernel>(kRowStageMaxBytes);
-    activation_row_vec_kernel<<<row_grid(max_rows), row_threads8(p.N), static_cast<size_t>(p.N) * 4, stream>>>(p);
+    launch_chained(activation_row_vec_kernel, row_grid(max_rows), row_threads8(p.N), static_cast<size_t>(p.N) * 4,
+                   stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.N % 16 == 0 && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, 16)) {
-    activation_nvfp4_vec_kernel<<<row_grid(max_rows), row_threads8(p.N / 2), 0, stream>>>(p);
+    launch_chained(activation_nvfp4_vec_kernel, row_grid(max_rows), row_threads8(p.N / 2), 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.N));
-    activation_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);
+    launch_chained(activation_block_kernel, grid, 32 * kBlockGroupsPerCta, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -341,7 +350,7 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
                                                 : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
   if (vec_op && p.act != Activation::RELU2 && !p.interleaved && p.dq.kind != Dequant::CHANNEL && p.N % 4 == 0 &&
       p.R == 2 * p.N && aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
-    activation_vec_kernel<<<vec_grid(max_rows * (p.N / 4)), kVecThreads, 0, stream>>>(p);
+    launch_chained(activation_vec_kernel, vec_grid(max_rows * (p.N / 4)), kVecThreads, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -349,10 +358,10 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   const int threads = whole_row ? whole_row_threads(max_rows, p.N) : (p.N >= 1024 ? 256 : 128);
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.N));
   if (p.quant == Fp8Quant::TENSOR_DYNAMIC) FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(float), stream));
-  activation_kernel<<<grid, threads, 0, stream>>>(p);
+  launch_chained(activation_kernel, grid, threads, 0, stream, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
   if (p.quant == Fp8Quant::TENSOR_DYNAMIC) {
-    quantise_staged_kernel<<<grid, threads, 0, stream>>>(p);
+    launch_chained(quantise_staged_kernel, grid, threads, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
   }
 }

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
 
@@ -16,6 +17,7 @@ constexpr int kMaxTopkInSmem = 64;
 
 // One block per token (grid-stride over the tokens) and column chunk (blockIdx.y).
 __global__ void finalize_kernel(FinalizeParams p) {
+  chain_wait();
   __shared__ int32_t rows_s[kMaxTopkInSmem];
   __shared__ int32_t experts_s[kMaxTopkInSmem];
   __shared__ float weights_s[kMaxTopkInSmem];
@@ -63,6 +65,7 @@ __global__ void finalize_kernel(FinalizeParams p) {
 // operations in the same order as finalize_kernel.
 constexpr int kSlotBatch = 8;
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
+  chain_wait();
   __shared__ int32_t rows_s[kMaxTopkInSmem];
   __shared__ int32_t experts_s[kMaxTopkInSmem];
   __shared__ float weights_s[kMaxTopkInSmem];
@@ -131,14 +134,14 @@ void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
     const int64_t vecs = p.K / 4, steps = (vecs + kVecThreads - 1) / kVecThreads;
     const int64_t split = std::max<int64_t>(1, std::min<int64_t>(steps, 1024 / std::max<int64_t>(p.M, 1)));
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(p.M, 1), 65535)), static_cast<unsigned>(split));
-    finalize_vec_kernel<<<grid, kVecThreads, 0, stream>>>(p);
+    launch_chained(finalize_vec_kernel, grid, kVecThreads, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const int threads = p.K >= 2048 ? 256 : 128;
   const int64_t blocks = p.M < 65535 ? p.M : 65535;
   const dim3 grid(static_cast<unsigned>(blocks), column_blocks(p.K));
-  finalize_kernel<<<grid, threads, 0, stream>>>(p);
+  launch_chained(finalize_kernel, grid, threads, 0, stream, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 

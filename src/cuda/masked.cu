@@ -8,12 +8,14 @@
 #include <algorithm>
 
 #include "cuda/api_kernels.hpp"
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 
 namespace fusedmoe::cuda {
 namespace {
 
 __global__ void masked_routing_kernel(const int32_t* counts, int E, int64_t T, int32_t* ids, float* weights) {
+  chain_wait();
   const int64_t n = static_cast<int64_t>(E) * T;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -31,7 +33,8 @@ void launch_masked_routing(const int32_t* counts, int num_experts, int64_t T, in
   const int64_t n = static_cast<int64_t>(num_experts) * T;
   if (n <= 0) return;
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
-  masked_routing_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(counts, num_experts, T, ids, weights);
+  launch_chained(masked_routing_kernel, static_cast<unsigned>(blocks), 256, 0, stream,
+                 counts, num_experts, T, ids, weights);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
 
@@ -144,6 +145,7 @@ __device__ void place_range(int64_t begin, int64_t end, int E, int32_t* run, Fir
 // Small problems (slots <= kChunk): the whole plan in one block.
 __global__ void plan_small_kernel(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                                   PlanBuffers p) {
+  chain_wait();
   extern __shared__ int32_t smem[];
   int32_t* counts = smem;        // [E]
   int32_t* ex = smem + E;        // [kChunk]
@@ -165,6 +167,7 @@ __global__ void plan_small_kernel(const int32_t* ids, const int32_t* emap, int64
 // General path, 1/3: each block counts the experts of one chunk of slots.
 __global__ void plan_count_kernel(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                                   PlanBuffers p) {
+  chain_wait();
   extern __shared__ int32_t counts[];  // [E]
   for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
   __syncthreads();
@@ -183,6 +186,7 @@ __global__ void plan_count_kernel(const int32_t* ids, const int32_t* emap, int64
 // General path, 2/3 (one block): per expert, exclusive scan over the chunks (in place), then
 // the expert and tile offsets.
 __global__ void plan_scan_kernel(int64_t chunks, int E, PlanBuffers p) {
+  chain_wait();
   extern __shared__ int32_t smem[];
   int32_t* counts = smem;     // [E]
   int32_t* tiles = smem + E;  // [E]
@@ -202,6 +206,7 @@ __global__ void plan_scan_kernel(int64_t chunks, int E, PlanBuffers p) {
 
 // General path, 3/3: one block per chunk places its slots after those of earlier chunks.
 __global__ void plan_place_kernel(int64_t slots, int E, PlanBuffers p) {
+  chain_wait();
   extern __shared__ int32_t run[];  // [warps][E]
   const int64_t c = blockIdx.x;
   const int32_t* se = p.slot_expert;
@@ -226,6 +231,7 @@ __device__ __forceinline__ float gemm1_value(const GatherParams& p, int64_t t, f
 }
 
 __global__ void hidden_amax_kernel(const void* x, DType dt, int64_t n, float* amax_bits) {
+  chain_wait();
   float m = 0.0f;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -236,6 +242,7 @@ __global__ void hidden_amax_kernel(const void* x, DType dt, int64_t n, float* am
 
 // amax of the router-weighted rows (apply_router_weight_on_input): one block per row.
 __global__ void weighted_rows_amax_kernel(GatherParams p, float* amax_bits) {
+  chain_wait();
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const int64_t i = p.row_slot[r], t = i / p.topk;
@@ -250,6 +257,7 @@ __global__ void weighted_rows_amax_kernel(GatherParams p, float* amax_bits) {
 // One block per row and column chunk (ROW quantisation: gridDim.y == 1, the whole row):
 // gather, convert or quantise.
 __global__ void gather_kernel(GatherParams p) {
+  chain_wait();
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const int64_t i = p.row_slot[r], t = i / p.topk;
@@ -283,6 +291,7 @@ __global__ void gather_kernel(GatherParams p) {
 // per block (blockIdx.y picks the first); values, codes and scales as the CPU oracle's
 // quantize_fp8_per_token_group on the same row.
 __global__ void gather_block_kernel(GatherParams p) {
+  chain_wait();
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const int64_t g = static_cast<int64_t>(blockIdx.y) * kBlockGroupsPerCta + threadIdx.x / 32;
@@ -297,6 +306,7 @@ __global__ void gather_block_kernel(GatherParams p) {
 // a warp per 128-wide group, 8 columns per lane (block_scale_half_warp / block_codes8). Values,
 // scales and codes as gather_block_kernel.
 __global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherParams p) {
+  chain_wait();
   const int32_t rows = load_rows(p.rows);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
@@ -316,6 +326,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherPar
 // rows that exist), 8 columns per thread and step, the row read twice (amax, then codes; the
 // second read hits the cache). Values, scale and codes as gather_kernel's ROW case.
 __global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParams p) {
+  chain_wait();
   const int32_t rows = load_rows(p.rows);
   const int lanes = static_cast<int>(p.K / 8);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -348,6 +359,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParam
 // that exist), one 16-wide block per thread and step, 16-byte loads and stores. Values as
 // gather_kernel's NVFP4 case.
 __global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherParams p) {
+  chain_wait();
   const int32_t rows = load_rows(p.rows);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
@@ -367,6 +379,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherPar
 // over the rows that exist (the device count), 16-byte loads of x, 16-byte (bf16 / fp16) or
 // 8-byte (e4m3) stores. Values and rounding as gather_kernel.
 __global__ void __launch_bounds__(kVecThreads) gather_vec_kernel(GatherParams p) {
+  chain_wait();
   const int64_t vecs = p.K / 8;
   const int64_t items = static_cast<int64_t>(load_rows(p.rows)) * vecs;
   const bool fp8 = p.quant != Fp8Quant::NONE;
@@ -405,18 +418,19 @@ void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, 
   if (slots <= kChunk) {
     const int warps = place_warps(E, E + kChunk);
     const size_t smem = (static_cast<size_t>(E) + kChunk + static_cast<size_t>(warps) * E) * sizeof(int32_t);
-    plan_small_kernel<<<1, 32 * warps, smem, stream>>>(ids, emap, slots, E, num_global, p);
+    launch_chained(plan_small_kernel, 1, 32 * warps, smem, stream, ids, emap, slots, E, num_global, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const int64_t chunks = plan_chunks(slots);
   const size_t smem_e = static_cast<size_t>(E) * sizeof(int32_t);
-  plan_count_kernel<<<static_cast<unsigned>(chunks), 256, smem_e, stream>>>(ids, emap, slots, E, num_global, p);
+  launch_chained(plan_count_kernel, static_cast<unsigned>(chunks), 256, smem_e, stream,
+                 ids, emap, slots, E, num_global, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
-  plan_scan_kernel<<<1, kScanThreads, 2 * smem_e, stream>>>(chunks, E, p);
+  launch_chained(plan_scan_kernel, 1, kScanThreads, 2 * smem_e, stream, chunks, E, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
   const int warps = place_warps(E);
-  plan_place_kernel<<<static_cast<unsigned>(chunks), 32 * warps, smem_e * warps, stream>>>(slots, E, p);
+  launch_chained(plan_place_kernel, static_cast<unsigned>(chunks), 32 * warps, smem_e * warps, stream, slots, E, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
@@ -424,35 +438,35 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
   FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(amax_bits, 0, sizeof(float), stream));
   if (p.on_input) {
     const dim3 grid(static_cast<unsigned>(max_rows), column_blocks(p.K));
-    weighted_rows_amax_kernel<<<grid, row_threads(p.K), 0, stream>>>(p, amax_bits);
+    launch_chained(weighted_rows_amax_kernel, grid, row_threads(p.K), 0, stream, p, amax_bits);
   } else {
     const int64_t n = M * p.K;
     const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
-    hidden_amax_kernel<<<static_cast<unsigned>(blocks), 256, 0, stream>>>(p.x, p.x_dtype, n, amax_bits);
+    launch_chained(hidden_amax_kernel, static_cast<unsigned>(blocks), 256, 0, stream, p.x, p.x_dtype, n, amax_bits);
   }
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
   if (p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8)) {
-    gather_block_vec_kernel<<<row_grid(max_rows), kVecThreads, 0, stream>>>(p);
+    launch_chained(gather_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
-    gather_row_vec_kernel<<<row_grid(max_rows), row_threads8(p.K), 0, stream>>>(p);
+    launch_chained(gather_row_vec_kernel, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.K % 16 == 0 && aligned_to(p.x, 16) &&
       aligned_to(p.out, 16)) {
-    gather_nvfp4_vec_kernel<<<row_grid(max_rows), row_threads8(p.K / 2), 0, stream>>>(p);
+    launch_chained(gather_nvfp4_vec_kernel, row_grid(max_rows), row_threads8(p.K / 2), 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.K));
-    gather_block_kernel<<<grid, 32 * kBlockGroupsPerCta, 0, stream>>>(p);
+    launch_chained(gather_block_kernel, grid, 32 * kBlockGroupsPerCta, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
@@ -460,13 +474,13 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
                          p.quant == Fp8Quant::TENSOR_DYNAMIC;
   const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16) : p.op == Operand::FP8;
   if (vec_quant && vec_op && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16)) {
-    gather_vec_kernel<<<vec_grid(max_rows * (p.K / 8)), kVecThreads, 0, stream>>>(p);
+    launch_chained(gather_vec_kernel, vec_grid(max_rows * (p.K / 8)), kVecThreads, 0, stream, p);
     FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.K));
-  gather_kernel<<<grid, whole_row ? whole_row_threads(max_rows, p.K) : row_threads(p.K), 0, stream>>>(p);
+  launch_chained(gather_kernel, grid, whole_row ? whole_row_threads(max_rows, p.K) : row_threads(p.K), 0, stream, p);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 

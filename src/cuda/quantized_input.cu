@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/api_kernels.hpp"
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
 
@@ -15,6 +16,7 @@ constexpr int kThreads = 128;
 
 // One block per row (surplus blocks past the device row count exit at once).
 __global__ void gather_prequantized_kernel(PrequantGatherParams p, bool vec16) {
+  chain_wait();
   const int64_t r = blockIdx.x;
   if (r >= load_rows(p.rows)) return;
   const int64_t t = p.row_slot[r] / p.topk;
@@ -38,7 +40,7 @@ void launch_gather_prequantized(const PrequantGatherParams& p, int64_t max_rows,
   if (max_rows <= 0) return;
   const bool vec16 = p.K % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
-  gather_prequantized_kernel<<<static_cast<unsigned>(max_rows), kThreads, 0, stream>>>(p, vec16);
+  launch_chained(gather_prequantized_kernel, static_cast<unsigned>(max_rows), kThreads, 0, stream, p, vec16);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/chained_launch.cuh"
 #include "fusedmoe/error.hpp"
 #include "fusedmoe/routing.hpp"
 
@@ -28,6 +29,9 @@ void validate_routing(const RoutingConfig& c, const float* logits, int64_t num_t
 }  // namespace detail
 
 namespace {
+
+using cuda::chain_wait;
+using cuda::launch_chained;
 
 constexpr int kWarp = 32;
 constexpr int kMaxTopk = 32;                 // lane k holds output k
@@ -103,6 +107,7 @@ __device__ __forceinline__ void d_warp_best(float& key, int& idx) {
 }
 
 __global__ void route_kernel(RouteParams p) {
+  chain_wait();
   extern __shared__ float smem[];
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
@@ -263,7 +268,7 @@ void route_cuda(const RoutingConfig& config, const float* logits, int64_t num_to
   p.factor = config.routed_scaling_factor;
   p.stride = static_cast<int>(stride);
 
-  route_kernel<<<grid, wpb * kWarp, smem, static_cast<cudaStream_t>(stream)>>>(p);
+  launch_chained(route_kernel, grid, wpb * kWarp, smem, static_cast<cudaStream_t>(stream), p);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
     throw Error(std::string("route_cuda: kernel launch failed: ") + cudaGetErrorString(err));

@@ -12,6 +12,7 @@
 
 #include <algorithm>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/grouped_gemm.hpp"
 
@@ -36,6 +37,7 @@ __global__ void __launch_bounds__(kThreads) simt_grouped_gemm_kernel(const T* __
                                                                      float* __restrict__ d, int64_t n, int64_t k,
                                                                      int groups, const int32_t* offsets,
                                                                      const int32_t* tile_offsets) {
+  chain_wait();
   __shared__ float as[kTileK][kTileM + 4];
   __shared__ float bs[kTileK][kTileN + 4];
   const int tile = blockIdx.x;
@@ -101,9 +103,8 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
   // Each expert adds at most one partial tile to the full tiles of all rows.
   const int64_t max_tiles = (g.max_rows + kTileM - 1) / kTileM + std::min<int64_t>(g.groups, g.max_rows);
   const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((g.n + kTileN - 1) / kTileN));
-  simt_grouped_gemm_kernel<T><<<grid, kThreads, 0, stream>>>(static_cast<const T*>(g.a), static_cast<const T*>(g.b),
-                                                             g.d, g.n, g.k, g.groups, g.expert_offsets,
-                                                             g.tile_offsets);
+  launch_chained(simt_grouped_gemm_kernel<T>, grid, kThreads, 0, stream, static_cast<const T*>(g.a),
+                 static_cast<const T*>(g.b), g.d, g.n, g.k, g.groups, g.expert_offsets, g.tile_offsets);
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 

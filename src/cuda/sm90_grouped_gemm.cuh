@@ -21,6 +21,7 @@
 #include <string>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/chained_launch.cuh"
 #include "cuda/grouped_gemm.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -157,6 +158,7 @@ __global__ void setup_groups_kernel(int groups, const int32_t* offsets, int n, i
                                     const Element* b, ElementD* d, Shape3* problems, const Element** ptr_a,
                                     const Element** ptr_b, ElementD** ptr_d, StrideA* stride_a, StrideB* stride_b,
                                     StrideD* stride_d) {
+  chain_wait();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t row0 = offsets[g];
@@ -191,7 +193,7 @@ void GroupedGemm<Element, Config, SwapAB>::run(const GroupedGemmArgs& g, cudaStr
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
-  setup_groups_kernel<SwapAB, Element, ElementD, StrideA, StrideB, StrideD, Shape3><<<blocks, 128, 0, stream>>>(
+  launch_chained(setup_groups_kernel<SwapAB, Element, ElementD, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0, stream,
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
       static_cast<const Element*>(g.b), g.d, arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d, arr.stride_a,
       arr.stride_b, arr.stride_d);

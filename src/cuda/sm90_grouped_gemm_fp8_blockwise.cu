@@ -18,6 +18,7 @@
 // along N for the weights; a K tile is one scale block); other shapes are refused up front.
 #include <algorithm>
 
+#include "cuda/chained_launch.cuh"
 #include "cuda/sm90_grouped_gemm.cuh"
 #include "cutlass/detail/blockwise_scale_layout.hpp"
 
@@ -148,6 +149,7 @@ __global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n
                                        Shape3* problems, const void** ptr_a, const void** ptr_b, float** ptr_d,
                                        const float** ptr_sfa, const float** ptr_sfb, StrideA* stride_a,
                                        StrideB* stride_b, StrideD* stride_d) {
+  chain_wait();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t row0 = offsets[g];
@@ -184,7 +186,7 @@ void BlockwiseGemm<TileShape, SwapAB>::run(const GroupedGemmArgs& g, cudaStream_
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
-  setup_blockwise_kernel<SwapAB, StrideA, StrideB, StrideD, Shape3><<<blocks, 128, 0, stream>>>(
+  launch_chained(setup_blockwise_kernel<SwapAB, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0, stream,
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const uint8_t*>(g.a),
       static_cast<const uint8_t*>(g.b), g.d, g.a_scale, g.b_scale, arr.problems,
       reinterpret_cast<const void**>(arr.ptr_a), reinterpret_cast<const void**>(arr.ptr_b), arr.ptr_d, arr.ptr_sfa,

@@ -17,6 +17,7 @@
 #include <string>
 
 #include "cuda/active_expert.cuh"
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/grouped_gemm.hpp"
 
@@ -80,6 +81,12 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
                                                                    const uint8_t* __restrict__ b, float* __restrict__ d,
                                                                    int64_t n, int64_t k, int groups,
                                                                    const int32_t* __restrict__ offsets) {
+  // Before chain_wait() (chained_launch.cuh) this kernel reads only what is final when it starts:
+  // the expert offsets, written by the plan kernel at least two chained kernels earlier (so
+  // complete before this one could launch; read through L2, ld.global.cg), and the weights. It
+  // issues its first pass of weight loads there, so they overlap the previous kernel's tail (at
+  // decode sizes that pass is a large part of the expert's rows); the activations and D only
+  // after the wait.
   using C = Chunk<OP>;
   constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
@@ -87,12 +94,25 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kWarpRows;
   if (n0 >= n) return;
-  const int64_t row0 = offsets[e], rows = offsets[e + 1] - row0;
+  const int64_t row0 = __ldcg(offsets + e), rows = __ldcg(offsets + e + 1) - row0;
   const int64_t chunks = k / C::kElems;  // k * kBytes is a multiple of 16 (TMA shape check)
   const uint8_t* bw = b + (static_cast<int64_t>(e) * n + n0) * k * kBytes;
   bool nok[kWarpRows];
 #pragma unroll
   for (int i = 0; i < kWarpRows; ++i) nok[i] = n0 + i < n;
+  uint4 w[kUnroll][kWarpRows];
+  auto load_weights = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + 32 * u;
+#pragma unroll
+      for (int i = 0; i < kWarpRows; ++i)
+        w[u][i] = (c < chunks && nok[i]) ? __ldg(reinterpret_cast<const uint4*>(bw + (i * k + c * C::kElems) * kBytes))
+                                         : make_uint4(0, 0, 0, 0);
+    }
+  };
+  load_weights(lane);  // the first pass of the first row batch
+  chain_wait();
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBatch) {
     const int nr = static_cast<int>(rows - r0 < kRowBatch ? rows - r0 : kRowBatch);
@@ -104,15 +124,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
       for (int j = 0; j < kRowBatch; ++j) acc[i][j] = 0.0f;
 
     for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-      uint4 w[kUnroll][kWarpRows];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + 32 * u;
-#pragma unroll
-        for (int i = 0; i < kWarpRows; ++i)
-          w[u][i] = (c < chunks && nok[i]) ? __ldg(reinterpret_cast<const uint4*>(bw + (i * k + c * C::kElems) * kBytes))
-                                           : make_uint4(0, 0, 0, 0);
-      }
+      if (r0 != 0 || c0 != lane) load_weights(c0);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t c = c0 + 32 * u;
@@ -179,9 +191,12 @@ void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream) {
   const int groups = args.groups;
   const int32_t* off = args.expert_offsets;
   switch (args.op) {
-    case Operand::BF16: small_m_gemm_kernel<Operand::BF16><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off); break;
-    case Operand::FP16: small_m_gemm_kernel<Operand::FP16><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off); break;
-    default: small_m_gemm_kernel<Operand::FP8><<<grid, block, 0, stream>>>(a, b, d, n, k, groups, off); break;
+    case Operand::BF16: launch_chained(small_m_gemm_kernel<Operand::BF16>, grid, block, 0, stream,
+                                       a, b, d, n, k, groups, off); break;
+    case Operand::FP16: launch_chained(small_m_gemm_kernel<Operand::FP16>, grid, block, 0, stream,
+                                       a, b, d, n, k, groups, off); break;
+    default: launch_chained(small_m_gemm_kernel<Operand::FP8>, grid, block, 0, stream,
+                            a, b, d, n, k, groups, off); break;
   }
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }

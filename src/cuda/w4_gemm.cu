@@ -25,6 +25,7 @@
 #include <algorithm>
 
 #include "cuda/active_expert.cuh"
+#include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_gemm.hpp"
@@ -177,6 +178,7 @@ __device__ __forceinline__ void cp_async_wait() {
 
 template <int F, int NT>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
+  chain_wait();
   extern __shared__ __align__(16) uint8_t smem[];
   const int e = active_expert<kWarps>(p.offsets, p.groups, blockIdx.y);
   if (e < 0) return;
@@ -337,6 +339,7 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 // One thread per packed word (8 values) of the experts [e0, e0 + count) that have rows.
 template <int F>
 __global__ void w4_dequant_kernel(Params p, int e0, int count, uint16_t* out) {
+  chain_wait();
   const int64_t words_per_row = p.k / 8, words_per_expert = p.n * words_per_row;
   const int64_t total = static_cast<int64_t>(count) * words_per_expert;
   for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
@@ -384,7 +387,7 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
 template <int F, int NT>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
   opt_in_dynamic_smem<w4_mma_kernel<F, NT>>(kSmemBytes);
-  w4_mma_kernel<F, NT><<<grid, dim3(kWarps * 32), kSmemBytes, stream>>>(p);
+  launch_chained(w4_mma_kernel<F, NT>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
 }
 
 template <int F>
@@ -445,9 +448,9 @@ void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t*
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 132 * 16));
   auto* o = static_cast<uint16_t*>(out);
   switch (w.format) {
-    case Format::W4A8_INT4: w4_dequant_kernel<kInt4><<<blocks, 256, 0, stream>>>(p, e0, count, o); break;
-    case Format::MXFP4: w4_dequant_kernel<kMx><<<blocks, 256, 0, stream>>>(p, e0, count, o); break;
-    case Format::NVFP4: w4_dequant_kernel<kNv><<<blocks, 256, 0, stream>>>(p, e0, count, o); break;
+    case Format::W4A8_INT4: launch_chained(w4_dequant_kernel<kInt4>, blocks, 256, 0, stream, p, e0, count, o); break;
+    case Format::MXFP4: launch_chained(w4_dequant_kernel<kMx>, blocks, 256, 0, stream, p, e0, count, o); break;
+    case Format::NVFP4: launch_chained(w4_dequant_kernel<kNv>, blocks, 256, 0, stream, p, e0, count, o); break;
     default: throw Error("w4 dequantize: not a 4-bit format");
   }
   FUSEDMOE_CUDA_CHECK_LAUNCH();

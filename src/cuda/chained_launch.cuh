@@ -1,0 +1,48 @@
+#pragma once
+// Programmatic dependent launch (PDL) for the stage kernels of one run().
+//
+// A run() is a chain of short kernels (plan, gather, GEMM, activation, GEMM, finalize); at decode
+// sizes each lasts a few microseconds and the gap between one kernel's last block and the next
+// kernel's first block is a visible part of the layer. launch_chained() launches with
+// cudaLaunchAttributeProgrammaticStreamSerialization: the next kernel may be scheduled as soon as
+// every block of the previous one has executed griddepcontrol.launch_dependents, so its launch
+// and block start-up overlap the previous kernel's tail.
+//
+// The contract, checked on the source by tests/cpu/test_chained_launch_rule.cpp for every __global__ in src/cuda:
+// every kernel launched this way calls chain_wait() as its FIRST statement. griddepcontrol.wait
+// blocks until the previous grid has completed and its memory operations are visible, so nothing
+// the kernel reads or writes can race the previous kernel; only then does it let its own
+// successor launch. By induction, when a chained kernel starts, the kernel two places before it
+// has completed. In a stream without a programmatic predecessor (first kernel, after a memset, a
+// CUTLASS kernel launched plainly, or a user's kernel) the wait returns at once after the usual
+// stream ordering. Stream capture records the same edges in a CUDA graph.
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "cuda/cuda_check.hpp"
+
+namespace fusedmoe::cuda {
+
+__device__ __forceinline__ void chain_wait() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
+template <typename... Params, typename... Args>
+void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                    Args&&... args) {
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+}  // namespace fusedmoe::cuda
