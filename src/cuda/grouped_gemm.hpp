@@ -69,10 +69,11 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
 
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used
 // instead of the SM90 tile GEMMs for decode-like calls: at most kSmallMMaxRows rows and no more
-// rows than experts, weight rows of at least kSmallMMinRowBytes. Any row distribution stays
+// rows than experts, weight rows of at least kSmallMMinRowBytes (short rows are split over fewer
+// lanes: small_m_gemm.cu). Any row distribution stays
 // correct (rows are taken kRowBatch at a time); only the expected one decides.
 constexpr int64_t kSmallMMaxRows = 16;
-constexpr int64_t kSmallMMinRowBytes = 768;
+constexpr int64_t kSmallMMinRowBytes = 256;  // shorter rows: 16 or fewer 16-byte chunks
 bool small_m_gemm_applies(const GroupedGemmArgs& a);
 void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
 

@@ -3,11 +3,15 @@
 //
 // With a row or two per expert the GEMMs only stream weights, and the tile GEMMs leave most SMs
 // idle when an expert's weights are few tiles (DeepSeek-V3 TP8: 512 rows -> 4 tiles per expert).
-// Here each warp owns kWarpRows weight rows and streams them along k with 16-byte loads, several
-// loads in flight per lane; every row of the expert (in batches of kRowBatch) is multiplied
+// Here each group of L lanes owns kWarpRows weight rows and streams them along k with 16-byte
+// loads, several loads in flight per lane; every row of the expert (in batches of kRowBatch) is multiplied
 // against the same weight registers, so the weights are read from memory once per batch.
 // Products are summed in fp32: each lane in k order over its strided chunks, then a fixed
-// butterfly over the lanes (deterministic; the e4m3 x e4m3 products are exact in fp32).
+// butterfly over the L lanes (deterministic; the e4m3 x e4m3 products are exact in fp32).
+// L (lanes per row) is 32 for long rows; short rows take the smallest L whose first pass covers
+// the row (L * kUnroll chunks), so a warp holds 32 / L row groups and its loads in flight do not
+// shrink with the row (rows of 768 B at L = 32 left 5 of 8 load slots per lane empty; at 256 B
+// all but one, and lost to the tile GEMM).
 // Blocks are laid out over (weight-row blocks, active experts): blockIdx.y = a picks the a-th
 // expert with rows, so empty experts cost no blocks.
 #include <cuda_fp16.h>
@@ -25,7 +29,7 @@ namespace fusedmoe::cuda {
 namespace {
 
 constexpr int kWarps = 8;
-constexpr int kWarpRows = 2;   // weight rows (outputs columns) per warp
+constexpr int kWarpRows = 2;   // weight rows (outputs columns) per group of L lanes
 constexpr int kRowBatch = 8;   // activation rows multiplied per pass over the weights
 constexpr int kUnroll = 4;     // 16-byte chunks per lane and weight row in flight
 
@@ -76,7 +80,7 @@ struct Chunk<Operand::FP8> {
   }
 };
 
-template <Operand OP>
+template <Operand OP, int L>
 __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t* __restrict__ a,
                                                                    const uint8_t* __restrict__ b, float* __restrict__ d,
                                                                    int64_t n, int64_t k, int groups,
@@ -91,9 +95,11 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
   constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
   if (e < 0) return;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kWarpRows;
-  if (n0 >= n) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = lane % L;
+  constexpr int kWarpAllRows = kWarpRows * (32 / L);
+  const int64_t nw = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kWarpAllRows;
+  if (nw >= n) return;  // whole warps only: the butterfly below needs every lane
+  const int64_t n0 = nw + (lane / L) * kWarpRows;
   const int64_t row0 = __ldcg(offsets + e), rows = __ldcg(offsets + e + 1) - row0;
   const int64_t chunks = k / C::kElems;  // k * kBytes is a multiple of 16 (TMA shape check)
   const uint8_t* bw = b + (static_cast<int64_t>(e) * n + n0) * k * kBytes;
@@ -104,14 +110,14 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
   auto load_weights = [&](int64_t c0) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + 32 * u;
+      const int64_t c = c0 + L * u;
 #pragma unroll
       for (int i = 0; i < kWarpRows; ++i)
         w[u][i] = (c < chunks && nok[i]) ? __ldg(reinterpret_cast<const uint4*>(bw + (i * k + c * C::kElems) * kBytes))
                                          : make_uint4(0, 0, 0, 0);
     }
   };
-  load_weights(lane);  // the first pass of the first row batch
+  load_weights(sl);  // the first pass of the first row batch
   chain_wait();
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBatch) {
@@ -123,11 +129,11 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
 #pragma unroll
       for (int j = 0; j < kRowBatch; ++j) acc[i][j] = 0.0f;
 
-    for (int64_t c0 = lane; c0 < chunks; c0 += 32 * kUnroll) {
-      if (r0 != 0 || c0 != lane) load_weights(c0);
+    for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
+      if (r0 != 0 || c0 != sl) load_weights(c0);
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + 32 * u;
+        const int64_t c = c0 + L * u;
         if (c >= chunks) break;
         float wf[kWarpRows][C::kElems];
 #pragma unroll
@@ -152,11 +158,40 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
         if (j >= nr) break;
         float v = acc[i][j];
 #pragma unroll
-        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-        if (lane == 0 && nok[i]) {
+        for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (sl == 0 && nok[i]) {
           d[(row0 + r0 + j) * n + n0 + i] = v;
         }
       }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// Lanes per weight row: the smallest power of two >= 4 whose first pass (L * kUnroll chunks)
+// covers the row, 32 for rows longer than one pass of the warp.
+int lanes_per_row(int64_t chunks) {
+  int l = 4;
+  while (l < 32 && static_cast<int64_t>(l) * kUnroll < chunks) l *= 2;
+  return l;
+}
+
+template <Operand OP>
+void launch_op(const GroupedGemmArgs& g, int L, unsigned active, cudaStream_t stream) {
+  const auto* a = static_cast<const uint8_t*>(g.a);
+  const auto* b = static_cast<const uint8_t*>(g.b);
+  const int64_t per_block = static_cast<int64_t>(kWarps) * kWarpRows * (32 / L);
+  const dim3 grid(static_cast<unsigned>((g.n + per_block - 1) / per_block), active), block(kWarps * 32);
+  auto go = [&](auto kernel) {
+    launch_chained(kernel, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups, g.expert_offsets);
+  };
+  switch (L) {
+    case 4: go(small_m_gemm_kernel<OP, 4>); break;
+    case 8: go(small_m_gemm_kernel<OP, 8>); break;
+    case 16: go(small_m_gemm_kernel<OP, 16>); break;
+    default: go(small_m_gemm_kernel<OP, 32>); break;
   }
 }
 
@@ -168,7 +203,6 @@ bool small_m_gemm_applies(const GroupedGemmArgs& a) {
   // expected rows per expert the tile GEMMs were faster).
   if (a.max_rows > a.groups || a.max_rows > kSmallMMaxRows) return false;
   const int64_t elem = a.op == Operand::FP8 ? 1 : 2;
-  // Short rows (k * elem < kSmallMMinRowBytes) leave each lane one chunk: the tile GEMM wins.
   return (a.k * elem) % 16 == 0 && a.k * elem >= kSmallMMinRowBytes && reinterpret_cast<uintptr_t>(a.a) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.b) % 16 == 0;
 }
@@ -180,23 +214,12 @@ void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream) {
       reinterpret_cast<uintptr_t>(args.b) % 16 != 0)
     throw Error("small-M grouped GEMM: needs bf16 / fp16 / fp8 operands with rows of a multiple of 16 bytes and "
                 "16-byte aligned A and B (k = " + std::to_string(args.k) + ")");
-  const int64_t active = args.max_rows < args.groups ? args.max_rows : args.groups;
-  const int64_t per_block = static_cast<int64_t>(kWarps) * kWarpRows;
-  const dim3 grid(static_cast<unsigned>((args.n + per_block - 1) / per_block), static_cast<unsigned>(active));
-  const auto* a = static_cast<const uint8_t*>(args.a);
-  const auto* b = static_cast<const uint8_t*>(args.b);
-  const dim3 block(kWarps * 32);
-  float* d = args.d;
-  const int64_t n = args.n, k = args.k;
-  const int groups = args.groups;
-  const int32_t* off = args.expert_offsets;
+  const unsigned active = static_cast<unsigned>(args.max_rows < args.groups ? args.max_rows : args.groups);
+  const int L = lanes_per_row(args.k * elem / 16);
   switch (args.op) {
-    case Operand::BF16: launch_chained(small_m_gemm_kernel<Operand::BF16>, grid, block, 0, stream,
-                                       a, b, d, n, k, groups, off); break;
-    case Operand::FP16: launch_chained(small_m_gemm_kernel<Operand::FP16>, grid, block, 0, stream,
-                                       a, b, d, n, k, groups, off); break;
-    default: launch_chained(small_m_gemm_kernel<Operand::FP8>, grid, block, 0, stream,
-                            a, b, d, n, k, groups, off); break;
+    case Operand::BF16: launch_op<Operand::BF16>(args, L, active, stream); break;
+    case Operand::FP16: launch_op<Operand::FP16>(args, L, active, stream); break;
+    default: launch_op<Operand::FP8>(args, L, active, stream); break;
   }
   FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
