@@ -106,7 +106,8 @@ DeviceBuffer random_input_scales(int E, std::mt19937& rng) {
 // ---------------------------------------------------------------- routing plan
 
 // Rows are grouped by local expert and ordered by slot inside an expert; slots whose id is out
-// of range or unmapped have no row. E = 3000 leaves room for only a few placing warps.
+// of range or unmapped have no row. E = 3000 leaves room for only a few placing warps; up to 1024
+// slots the block has one warp per 64 slots (1 to 16).
 TEST(PlanGpu, RowsByExpertThenSlot) {
   FMOE_REQUIRE_GPU();
   struct P {
@@ -114,7 +115,8 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
     int64_t slots;
     bool mapped;
   };
-  for (const P c : {P{8, 37, false}, P{256, 1024, false}, P{256, 1025, true}, P{256, 20000, false},
+  for (const P c : {P{256, 1, false}, P{128, 8, true}, P{256, 64, false}, P{3000, 65, true}, P{8, 37, false},
+                    P{256, 1024, false}, P{256, 1025, true}, P{256, 20000, false},
                     P{3000, 900, true}, P{3000, 20000, false}, P{128, 65536, true}}) {
     SCOPED_TRACE("E=" + std::to_string(c.E) + " slots=" + std::to_string(c.slots) + (c.mapped ? " mapped" : ""));
     std::mt19937 rng(static_cast<uint32_t>(c.E * 7 + c.slots));
