@@ -3,6 +3,10 @@
 // un-permute. Construct a Layer once per weight set (validates and prepares the weights), then
 // call run() per batch. On the CUDA backend run() allocates nothing and never synchronises the
 // host, so it can be captured in a CUDA graph; the caller provides workspace_size() bytes.
+// Its kernels use programmatic dependent launch among themselves (each waits for its predecessor
+// with griddepcontrol.wait); a kernel the caller launches next on the stream with the
+// programmatic-serialization attribute must call cudaGridDependencySynchronize() before it reads
+// the output, as with any PDL predecessor. Plain launches and events need nothing.
 #include <memory>
 #include <string>
 
