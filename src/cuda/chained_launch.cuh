@@ -13,7 +13,7 @@
 // blocks until the previous grid has completed and its memory operations are visible, so nothing
 // the kernel reads or writes can race the previous kernel; only then does it let its own
 // successor launch. By induction, when a chained kernel starts, the kernel two places before it
-// has completed. In a stream without a programmatic predecessor (first kernel, after a memset, a
+// has completed (every block passes the wait before it exits, including blocks without work). In a stream without a programmatic predecessor (first kernel, after a memset, a
 // CUTLASS kernel launched plainly, or a user's kernel) the wait returns at once after the usual
 // stream ordering. Stream capture records the same edges in a CUDA graph.
 #include <cuda_runtime.h>

@@ -90,19 +90,20 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
   // complete before this one could launch; read through L2, ld.global.cg), and the weights. It
   // issues its first pass of weight loads there, so they overlap the previous kernel's tail (at
   // decode sizes that pass is a large part of the expert's rows); the activations and D only
-  // after the wait.
+  // after the wait. Warps without work wait too before they exit: the chain's guarantee (when a
+  // kernel starts, the one two places before it has completed) needs every block of every kernel
+  // to pass the wait.
   using C = Chunk<OP>;
   constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
-  if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = lane % L;
   constexpr int kWarpAllRows = kWarpRows * (32 / L);
   const int64_t nw = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * kWarpAllRows;
-  if (nw >= n) return;  // whole warps only: the butterfly below needs every lane
+  const bool work = e >= 0 && nw < n;  // whole warps only: the butterfly below needs every lane
   const int64_t n0 = nw + (lane / L) * kWarpRows;
-  const int64_t row0 = __ldcg(offsets + e), rows = __ldcg(offsets + e + 1) - row0;
+  const int64_t row0 = work ? __ldcg(offsets + e) : 0, rows = work ? __ldcg(offsets + e + 1) - row0 : 0;
   const int64_t chunks = k / C::kElems;  // k * kBytes is a multiple of 16 (TMA shape check)
-  const uint8_t* bw = b + (static_cast<int64_t>(e) * n + n0) * k * kBytes;
+  const uint8_t* bw = b + (static_cast<int64_t>(work ? e : 0) * n + n0) * k * kBytes;
   bool nok[kWarpRows];
 #pragma unroll
   for (int i = 0; i < kWarpRows; ++i) nok[i] = n0 + i < n;
@@ -117,8 +118,9 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
                                          : make_uint4(0, 0, 0, 0);
     }
   };
-  load_weights(sl);  // the first pass of the first row batch
+  if (work) load_weights(sl);  // the first pass of the first row batch
   chain_wait();
+  if (!work) return;
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBatch) {
     const int nr = static_cast<int>(rows - r0 < kRowBatch ? rows - r0 : kRowBatch);

@@ -80,7 +80,8 @@ std::vector<std::string> kernel_first_statements(const std::string& code, std::v
 }
 
 // Kernels that do work before chain_wait(), each reviewed: they read only data that is final when
-// they start (see the comment at their chain_wait()).
+// they start, write nothing before it, and every one of their blocks reaches it before exiting
+// (see the comment at their chain_wait()).
 const char* const kEarlyStart[] = {
     "small_m_gemm_kernel",  // the plan's expert offsets (>= 2 chained kernels back) and the weights
 };
