@@ -323,7 +323,6 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
       aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
     launch_chained(activation_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&
@@ -331,19 +330,16 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
     opt_in_dynamic_smem<activation_row_vec_kernel>(kRowStageMaxBytes);
     launch_chained(activation_row_vec_kernel, row_grid(max_rows), row_threads8(p.N), static_cast<size_t>(p.N) * 4,
                    stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.N % 16 == 0 && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, 16)) {
     launch_chained(activation_nvfp4_vec_kernel, row_grid(max_rows), row_threads8(p.N / 2), 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.N));
     launch_chained(activation_block_kernel, grid, 32 * kBlockGroupsPerCta, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16)
@@ -351,7 +347,6 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (vec_op && p.act != Activation::RELU2 && !p.interleaved && p.dq.kind != Dequant::CHANNEL && p.N % 4 == 0 &&
       p.R == 2 * p.N && aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
     launch_chained(activation_vec_kernel, vec_grid(max_rows * (p.N / 4)), kVecThreads, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
@@ -359,10 +354,8 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.N));
   if (p.quant == Fp8Quant::TENSOR_DYNAMIC) FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(float), stream));
   launch_chained(activation_kernel, grid, threads, 0, stream, p);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
   if (p.quant == Fp8Quant::TENSOR_DYNAMIC) {
     launch_chained(quantise_staged_kernel, grid, threads, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
   }
 }
 

@@ -22,6 +22,3 @@ namespace fusedmoe::cuda {
     if (fusedmoe_err_ != cudaSuccess)                                               \
       ::fusedmoe::cuda::throw_cuda_error(fusedmoe_err_, #expr, __FILE__, __LINE__); \
   } while (0)
-
-// After a <<<...>>> launch: reports bad launch configurations (the launch itself is async).
-#define FUSEDMOE_CUDA_CHECK_LAUNCH() FUSEDMOE_CUDA_CHECK(cudaGetLastError())

@@ -135,14 +135,12 @@ void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
     const int64_t split = std::max<int64_t>(1, std::min<int64_t>(steps, 1024 / std::max<int64_t>(p.M, 1)));
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(p.M, 1), 65535)), static_cast<unsigned>(split));
     launch_chained(finalize_vec_kernel, grid, kVecThreads, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const int threads = p.K >= 2048 ? 256 : 128;
   const int64_t blocks = p.M < 65535 ? p.M : 65535;
   const dim3 grid(static_cast<unsigned>(blocks), column_blocks(p.K));
   launch_chained(finalize_kernel, grid, threads, 0, stream, p);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda

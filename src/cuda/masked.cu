@@ -35,7 +35,6 @@ void launch_masked_routing(const int32_t* counts, int num_experts, int64_t T, in
   const int64_t blocks = std::min<int64_t>((n + 255) / 256, 4096);
   launch_chained(masked_routing_kernel, static_cast<unsigned>(blocks), 256, 0, stream,
                  counts, num_experts, T, ids, weights);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda

@@ -230,6 +230,15 @@ __device__ __forceinline__ float gemm1_value(const GatherParams& p, int64_t t, f
   return p.on_input ? round_to(p.x_dtype, x * w) : x;
 }
 
+// The same for the 8 elements [k, k + 8) (k a multiple of 8): one 16-byte load of x.
+__device__ __forceinline__ void gemm1_values8(const GatherParams& p, int64_t t, float w, int64_t k, float (&v)[8]) {
+  load8_as_float(p.x, p.x_dtype, t * p.K + k, v);
+  if (p.on_input) {
+#pragma unroll
+    for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
+  }
+}
+
 __global__ void hidden_amax_kernel(const void* x, DType dt, int64_t n, float* amax_bits) {
   chain_wait();
   float m = 0.0f;
@@ -312,13 +321,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherPar
     const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
     quantise_block_row(p.block, r, static_cast<int>(p.K / 8), static_cast<uint8_t*>(p.out) + r * p.K,
-                       [&](int l, float (&v)[8]) {
-                         load8_as_float(p.x, p.x_dtype, t * p.K + static_cast<int64_t>(l) * 8, v);
-                         if (p.on_input) {
-#pragma unroll
-                           for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
-                         }
-                       });
+                       [&](int l, float (&v)[8]) { gemm1_values8(p, t, w, static_cast<int64_t>(l) * 8, v); });
   }
 }
 
@@ -332,13 +335,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParam
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
-    auto load = [&](int l, float (&v)[8]) {
-      load8_as_float(p.x, p.x_dtype, t * p.K + static_cast<int64_t>(l) * 8, v);
-      if (p.on_input) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
-      }
-    };
+    auto load = [&](int l, float (&v)[8]) { gemm1_values8(p, t, w, static_cast<int64_t>(l) * 8, v); };
     float m = 0.0f;
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       float v[8];
@@ -365,13 +362,8 @@ __global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherPar
     const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
     const float gs = 1.0f / p.nvfp4_input_scale[p.block.row_expert[r]];
-    quantise_nvfp4_row_vec(p.out, p.op, r * p.K, p.K, gs, [&](int64_t c, float (&v)[8]) {
-      load8_as_float(p.x, p.x_dtype, t * p.K + c, v);
-      if (p.on_input) {
-#pragma unroll
-        for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
-      }
-    });
+    quantise_nvfp4_row_vec(p.out, p.op, r * p.K, p.K, gs,
+                           [&](int64_t c, float (&v)[8]) { gemm1_values8(p, t, w, c, v); });
   }
 }
 
@@ -389,12 +381,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_vec_kernel(GatherParams p)
     const int64_t r = it / vecs, k = (it - r * vecs) * 8;
     const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
     float v[8];
-    load8_as_float(p.x, p.x_dtype, t * p.K + k, v);
-    if (p.on_input) {
-      const float w = __ldg(p.topk_weights + i);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) v[j] = round_to(p.x_dtype, v[j] * w);
-    }
+    gemm1_values8(p, t, p.on_input ? __ldg(p.topk_weights + i) : 1.0f, k, v);
     if (!fp8) {
       store8_operand16(p.out, p.op, r * p.K + k, v);
     } else {
@@ -419,19 +406,15 @@ void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, 
     const int warps = place_warps(E, E + kChunk);
     const size_t smem = (static_cast<size_t>(E) + kChunk + static_cast<size_t>(warps) * E) * sizeof(int32_t);
     launch_chained(plan_small_kernel, 1, 32 * warps, smem, stream, ids, emap, slots, E, num_global, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const int64_t chunks = plan_chunks(slots);
   const size_t smem_e = static_cast<size_t>(E) * sizeof(int32_t);
   launch_chained(plan_count_kernel, static_cast<unsigned>(chunks), 256, smem_e, stream,
                  ids, emap, slots, E, num_global, p);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
   launch_chained(plan_scan_kernel, 1, kScanThreads, 2 * smem_e, stream, chunks, E, p);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
   const int warps = place_warps(E);
   launch_chained(plan_place_kernel, static_cast<unsigned>(chunks), 32 * warps, smem_e * warps, stream, slots, E, p);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float* amax_bits, cudaStream_t stream) {
@@ -444,30 +427,25 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
     const int64_t blocks = std::min<int64_t>((n + 255) / 256, 1024);
     launch_chained(hidden_amax_kernel, static_cast<unsigned>(blocks), 256, 0, stream, p.x, p.x_dtype, n, amax_bits);
   }
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
   if (p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8)) {
     launch_chained(gather_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
     launch_chained(gather_row_vec_kernel, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.K % 16 == 0 && aligned_to(p.x, 16) &&
       aligned_to(p.out, 16)) {
     launch_chained(gather_nvfp4_vec_kernel, row_grid(max_rows), row_threads8(p.K / 2), 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   if (p.quant == Fp8Quant::BLOCK) {
     const dim3 grid(static_cast<unsigned>(max_rows), block_quant_grid_y(p.K));
     launch_chained(gather_block_kernel, grid, 32 * kBlockGroupsPerCta, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const bool vec_quant = p.quant == Fp8Quant::NONE || p.quant == Fp8Quant::TENSOR_STATIC ||
@@ -475,13 +453,11 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
   const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16) : p.op == Operand::FP8;
   if (vec_quant && vec_op && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16)) {
     launch_chained(gather_vec_kernel, vec_grid(max_rows * (p.K / 8)), kVecThreads, 0, stream, p);
-    FUSEDMOE_CUDA_CHECK_LAUNCH();
     return;
   }
   const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.K));
   launch_chained(gather_kernel, grid, whole_row ? whole_row_threads(max_rows, p.K) : row_threads(p.K), 0, stream, p);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda

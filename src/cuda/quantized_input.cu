@@ -41,7 +41,6 @@ void launch_gather_prequantized(const PrequantGatherParams& p, int64_t max_rows,
   const bool vec16 = p.K % 16 == 0 && reinterpret_cast<uintptr_t>(p.x) % 16 == 0 &&
                      reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
   launch_chained(gather_prequantized_kernel, static_cast<unsigned>(max_rows), kThreads, 0, stream, p, vec16);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda

@@ -197,7 +197,6 @@ void GroupedGemm<Element, Config, SwapAB>::run(const GroupedGemmArgs& g, cudaStr
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
       static_cast<const Element*>(g.b), g.d, arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d, arr.stride_a,
       arr.stride_b, arr.stride_d);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
   const auto args = arguments(arr, g.groups, g.device, g.sm_count);
   Gemm gemm;
   check_cutlass(gemm.can_implement(args), "can_implement");

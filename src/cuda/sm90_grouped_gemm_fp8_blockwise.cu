@@ -191,7 +191,6 @@ void BlockwiseGemm<TileShape, SwapAB>::run(const GroupedGemmArgs& g, cudaStream_
       static_cast<const uint8_t*>(g.b), g.d, g.a_scale, g.b_scale, arr.problems,
       reinterpret_cast<const void**>(arr.ptr_a), reinterpret_cast<const void**>(arr.ptr_b), arr.ptr_d, arr.ptr_sfa,
       arr.ptr_sfb, arr.stride_a, arr.stride_b, arr.stride_d);
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
   const auto args = arguments(arr, g.groups, g.device, g.sm_count);
   Gemm gemm;
   sm90::check_cutlass(gemm.can_implement(args), "can_implement (fp8 blockwise)");

@@ -223,7 +223,6 @@ void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream) {
     case Operand::FP16: launch_op<Operand::FP16>(args, L, active, stream); break;
     default: launch_op<Operand::FP8>(args, L, active, stream); break;
   }
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda

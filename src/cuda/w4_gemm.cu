@@ -437,7 +437,6 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
     case Format::NVFP4: launch_mma<kNv>(p, nt, grid, stream); break;
     default: throw Error("w4 grouped GEMM: not a 4-bit format");
   }
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t* offsets, void* out,
@@ -453,7 +452,6 @@ void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t*
     case Format::NVFP4: launch_chained(w4_dequant_kernel<kNv>, blocks, 256, 0, stream, p, e0, count, o); break;
     default: throw Error("w4 dequantize: not a 4-bit format");
   }
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda
