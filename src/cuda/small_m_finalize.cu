@@ -84,6 +84,12 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uin
           w[u][i] = (c < chunks && nok[i]) ? __ldg(reinterpret_cast<const uint4*>(bw + (i * k + c * C::kElems) * kBytes))
                                            : make_uint4(0, 0, 0, 0);
       }
+      // The row's chunks of this pass, prefetched into L1 with the weights (as small_m_gemm_kernel).
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + L * u;
+        if (c < chunks) asm volatile("prefetch.global.L1 [%0];" ::"l"(ar + c * C::kElems * kBytes));
+      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t c = c0 + L * u;
