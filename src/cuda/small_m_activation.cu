@@ -161,7 +161,6 @@ void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams&
     case Operand::FP16: launch_op<Operand::FP16>(g1, p, stream); break;
     default: launch_op<Operand::FP8>(g1, p, stream); break;
   }
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda

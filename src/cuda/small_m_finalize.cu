@@ -185,7 +185,6 @@ void small_m_gemm2_finalize(const GroupedGemmArgs& g2, const FinalizeParams& p, 
     case Operand::FP16: launch_l<Operand::FP16>(g2, p, stream); break;
     default: launch_l<Operand::FP8>(g2, p, stream); break;
   }
-  FUSEDMOE_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace fusedmoe::cuda
