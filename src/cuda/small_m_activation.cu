@@ -74,14 +74,6 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
           w[u][i] = (c < chunks && nok) ? __ldg(reinterpret_cast<const uint4*>(brow[i] + c * C::kElems * kBytes))
                                         : make_uint4(0, 0, 0, 0);
       }
-      // The activation chunks of this pass, prefetched into L1 with the weights (as
-      // small_m_gemm_kernel): the loads below are issued one at a time.
-      for (int j = 0; j < nr; ++j)
-#pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t c = c0 + L * u;
-          if (c < chunks) asm volatile("prefetch.global.L1 [%0];" ::"l"(ar + (j * k + c * C::kElems) * kBytes));
-        }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t c = c0 + L * u;

@@ -16,7 +16,6 @@
 // expert with rows, so empty experts cost no blocks.
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "cuda/active_expert.cuh"
@@ -31,7 +30,7 @@ namespace {
 using namespace small_m;
 constexpr int kRowBatch = 8;  // activation rows multiplied per pass over the weights
 
-template <Operand OP, int L, bool kPrefetchA>
+template <Operand OP, int L>
 __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t* __restrict__ a,
                                                                    const uint8_t* __restrict__ b, float* __restrict__ d,
                                                                    int64_t n, int64_t k, int groups,
@@ -84,17 +83,6 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
 
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       if (r0 != 0 || c0 != sl) load_weights(c0);
-      // The activation chunks of this pass, prefetched into L1 with the weights (no registers):
-      // the loads in the loop below are issued one at a time, each waited one L2 latency (4 per
-      // pass at one row per expert).
-      if (kPrefetchA) {
-        for (int j = 0; j < nr; ++j)
-#pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            const int64_t c = c0 + L * u;
-            if (c < chunks) asm volatile("prefetch.global.L1 [%0];" ::"l"(ar + (j * k + c * C::kElems) * kBytes));
-          }
-      }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int64_t c = c0 + L * u;
@@ -143,23 +131,11 @@ void launch_op(const GroupedGemmArgs& g, int L, unsigned active, cudaStream_t st
   auto go = [&](auto kernel) {
     launch_chained(kernel, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups, g.expert_offsets);
   };
-  // TEMPORARY, for the branch's A/B only (remove before merging): FMOE_AB_NO_APREFETCH=1 runs the
-  // kernel without the activation prefetch (as on main).
-  static const bool no_prefetch = std::getenv("FMOE_AB_NO_APREFETCH") != nullptr;
-  if (no_prefetch) {
-    switch (L) {
-      case 4: go(small_m_gemm_kernel<OP, 4, false>); break;
-      case 8: go(small_m_gemm_kernel<OP, 8, false>); break;
-      case 16: go(small_m_gemm_kernel<OP, 16, false>); break;
-      default: go(small_m_gemm_kernel<OP, 32, false>); break;
-    }
-    return;
-  }
   switch (L) {
-    case 4: go(small_m_gemm_kernel<OP, 4, true>); break;
-    case 8: go(small_m_gemm_kernel<OP, 8, true>); break;
-    case 16: go(small_m_gemm_kernel<OP, 16, true>); break;
-    default: go(small_m_gemm_kernel<OP, 32, true>); break;
+    case 4: go(small_m_gemm_kernel<OP, 4>); break;
+    case 8: go(small_m_gemm_kernel<OP, 8>); break;
+    case 16: go(small_m_gemm_kernel<OP, 16>); break;
+    default: go(small_m_gemm_kernel<OP, 32>); break;
   }
 }
 
