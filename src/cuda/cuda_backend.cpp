@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -72,13 +71,6 @@ struct Buffers {
   void* gemm_ws = nullptr;       // shared by both GEMMs (they run one after the other)
   void* w4_decoded = nullptr;    // 4-bit formats, dequant way: decoded weights of a chunk of experts
 };
-
-// TEMPORARY, for the branch's A/B only (remove before merging): FMOE_AB_UNFUSED=1 runs the
-// unfused small-M kernels (scripts/gpu_ab_small_m_fusion.sh).
-bool ab_unfused() {
-  static const bool v = std::getenv("FMOE_AB_UNFUSED") != nullptr;
-  return v;
-}
 
 bool is_w4_format(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || f == Format::NVFP4; }
 
@@ -508,7 +500,9 @@ class CudaBackend final : public BackendImpl {
     ap.row_scale = b.row_scale2;
     ap.block = {b.block_scale2, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     if (quant2_ == Fp8Quant::NVFP4) ap.nvfp4_input_scale = weights_.w2_input_scale.ptr<const float>();
-    if (!ab_unfused() && !w4_ && path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap)) {
+    // The decode fusions, where the kernels can do the call and fusing pays (small_m_fusion_pays).
+    const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
+    if (fuse && path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap)) {
       // Decode-sized calls on the small-M path: GEMM1 and the activation in one kernel (no h); its
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
       small_m_gemm1_activation(g1, ap, stream);
@@ -548,7 +542,7 @@ class CudaBackend final : public BackendImpl {
     fp.out_dtype = args.output.dtype;
     // Decode-sized calls on the small-M path: GEMM2 and finalize in one kernel (no y); its time
     // is the GEMM2 stage of run_timed() and the finalize stage reads 0.
-    if (!ab_unfused() && !w4_ && path2_ == GemmPath::SM90_TMA && small_m_finalize_applies(g2, fp)) {
+    if (fuse && path2_ == GemmPath::SM90_TMA && small_m_finalize_applies(g2, fp)) {
       small_m_gemm2_finalize(g2, fp, stream);
       mark(4);
       mark(5);

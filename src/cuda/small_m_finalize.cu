@@ -165,13 +165,9 @@ void launch_l(const GroupedGemmArgs& g, const FinalizeParams& p, cudaStream_t st
 
 bool small_m_finalize_applies(const GroupedGemmArgs& g2, const FinalizeParams& p) {
   // Where GEMM2 would take the small-M path and the finalize is a plain top-k sum of fp32 y.
-  // Blocks work per token, so tokens that share an expert each stream its weights: at one token
-  // there is nothing to share; beyond it, only where the expected share is small ((M - 1) * topk
-  // other slots over E experts <= 1/8). Measured on an H100 (2026-11-21): Mixtral (E = 8, top-2)
-  // at M = 2 took 170 us in the fused kernel against 152 us in the GEMM2 + finalize pair.
-  const bool few_shared = p.M == 1 || (p.M - 1) * p.topk * 8 <= g2.groups;
+  // (Whether it pays is small_m_fusion_pays(), the caller's choice.)
   return small_m_gemm_applies(g2) && p.M >= 1 && p.M <= 65535 && p.topk >= 1 && p.topk <= kMaxSlots &&
-         p.K == g2.n && p.dq.kind != Dequant::GENERIC && few_shared;
+         p.K == g2.n && p.dq.kind != Dequant::GENERIC;
 }
 
 void small_m_gemm2_finalize(const GroupedGemmArgs& g2, const FinalizeParams& p, cudaStream_t stream) {
