@@ -6,72 +6,12 @@
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/activation_math.cuh"
 #include "cuda/device_utils.cuh"
 #include "cuda/smem_opt_in.hpp"
 
 namespace fusedmoe::cuda {
 namespace {
-
-__device__ __forceinline__ float dequant_scale(const Dequant& dq, int64_t r, int64_t e, int64_t col, int64_t cols) {
-  switch (dq.kind) {
-    case Dequant::TENSOR: return tensor_scale_value(dq.a_tensor) * dq.w[e];
-    case Dequant::CHANNEL: return dq.a_row[r] * dq.w[e * cols + col];
-    case Dequant::GENERIC: return generic_factor(dq, r, e);
-    default: return 1.0f;
-  }
-}
-
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
-__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
-__device__ __forceinline__ float gelu_tanh(float x) {
-  const float k = 0.79788456080286536f;  // sqrt(2 / pi)
-  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
-}
-
-// GEMM1 output element `col` of row r, dequantised, with bias.
-__device__ __forceinline__ float h_value(const ActivationParams& p, int64_t r, int64_t e, int64_t col) {
-  float v = p.h[r * p.R + col];
-  if (p.dq.kind != Dequant::NONE) v *= dequant_scale(p.dq, r, e, col, p.R);
-  if (p.bias) v += p.bias[e * p.R + col];
-  return v;
-}
-
-// The gated activations (not RELU2) of a dequantised, biased gate / up pair, before rounding.
-__device__ __forceinline__ float gated(const ActivationParams& p, float g, float u) {
-  switch (p.act) {
-    case Activation::SILU: return silu(g) * u;
-    case Activation::GELU: return gelu_erf(g) * u;
-    case Activation::GELU_TANH: return gelu_tanh(g) * u;
-    default: {  // SWIGLUOAI
-      const float L = p.limit;
-      g = g < L ? g : L;
-      u = u < -L ? -L : (u > L ? L : u);
-      return (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
-    }
-  }
-}
-
-// Activation output n of row r, rounded to the activation dtype.
-__device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r, int64_t e, int64_t n) {
-  float a;
-  if (p.act == Activation::RELU2) {
-    const float h = h_value(p, r, e, n);
-    const float c = h > 0.0f ? h : 0.0f;
-    a = c * c;
-  } else {
-    const bool gate_first = p.order == GateUpOrder::GATE_UP;
-    int64_t gi, ui;
-    if (p.interleaved) {
-      gi = 2 * n + (gate_first ? 0 : 1);
-      ui = 2 * n + (gate_first ? 1 : 0);
-    } else {
-      gi = gate_first ? n : p.N + n;
-      ui = gate_first ? p.N + n : n;
-    }
-    a = gated(p, h_value(p, r, e, gi), h_value(p, r, e, ui));
-  }
-  return round_to(p.act_dtype, a);
-}
 
 // One block per row and column chunk (ROW quantisation: gridDim.y == 1, the whole row).
 __global__ void activation_kernel(ActivationParams p) {
@@ -143,13 +83,7 @@ __global__ void activation_block_kernel(ActivationParams p) {
 // CHANNEL factor is per column). Same operations and order as act_value / h_value.
 __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64_t e, float ds, int64_t n,
                                      float (&a)[8]) {
-  const float* bias = p.bias ? p.bias + e * p.R : nullptr;
-  auto fix = [&](float v, int64_t col) {
-    if (p.dq.kind == Dequant::CHANNEL) v *= p.dq.a_row[r] * p.dq.w[e * p.R + col];
-    else if (p.dq.kind != Dequant::NONE) v *= ds;
-    if (bias) v += bias[col];
-    return v;
-  };
+  auto fix = [&](float v, int64_t col) { return fix_h(p, v, ds, r, e, col); };
   const int64_t h0 = r * p.R;  // the row's first element of h
   if (p.act == Activation::RELU2) {
     float h[8];
@@ -198,10 +132,7 @@ __device__ __forceinline__ void for_each_row(const ActivationParams& p, Body bod
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const int64_t e = __ldg(p.row_expert + r);
-    float ds = 1.0f;
-    if (p.dq.kind == Dequant::TENSOR) ds = a_tensor * p.dq.w[e];
-    if (p.dq.kind == Dequant::GENERIC) ds = generic_factor(p.dq, r, e);
-    body(r, e, ds);
+    body(r, e, row_factor(p, r, e, a_tensor));
   }
 }
 
@@ -287,24 +218,11 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
     load4_as_float(p.h, DType::F32, r * p.R + gi, g);
     load4_as_float(p.h, DType::F32, r * p.R + ui, u);
     const int64_t e = __ldg(p.row_expert + r);
-    if (p.dq.kind == Dequant::TENSOR || p.dq.kind == Dequant::GENERIC) {
-      const float ds = p.dq.kind == Dequant::TENSOR ? a_tensor * p.dq.w[e] : generic_factor(p.dq, r, e);
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        g[q] *= ds;
-        u[q] *= ds;
-      }
-    }
-    if (p.bias) {
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        g[q] += p.bias[e * p.R + gi + q];
-        u[q] += p.bias[e * p.R + ui + q];
-      }
-    }
+    const float ds = row_factor(p, r, e, a_tensor);
     float a[4];
 #pragma unroll
-    for (int q = 0; q < 4; ++q) a[q] = round_to(p.act_dtype, gated(p, g[q], u[q]));
+    for (int q = 0; q < 4; ++q)
+      a[q] = round_to(p.act_dtype, gated(p, fix_h(p, g[q], ds, r, e, gi + q), fix_h(p, u[q], ds, r, e, ui + q)));
     const int64_t o = r * p.N + n;
     if (!fp8) {
       store4_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, o, a);

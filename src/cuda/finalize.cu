@@ -1,5 +1,5 @@
 // Finalize stage: out[t] = sum over k = 0..topk-1 (in this order) of w_tk * (dequant(y_tk) + b2),
-// in fp32, then cast to the output dtype. Slots whose expert is invalid or not local have no
+// in fp32 (finalize_term.cuh: each step rounded on its own), then cast to the output dtype. Slots whose expert is invalid or not local have no
 // row and contribute nothing. Each output element is summed by one thread in a fixed order:
 // deterministic, no atomics.
 #include <cuda_runtime.h>
@@ -9,6 +9,7 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
+#include "cuda/finalize_term.cuh"
 
 namespace fusedmoe::cuda {
 namespace {
@@ -21,21 +22,19 @@ __global__ void finalize_kernel(FinalizeParams p) {
   __shared__ int32_t rows_s[kMaxTopkInSmem];
   __shared__ int32_t experts_s[kMaxTopkInSmem];
   __shared__ float weights_s[kMaxTopkInSmem];
-  __shared__ float ascale_s[kMaxTopkInSmem];
+  __shared__ float factor_s[kMaxTopkInSmem];
   const int topk = static_cast<int>(p.topk);
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
     __syncthreads();  // the previous token's slot data is no longer read
     for (int k = threadIdx.x; k < topk; k += blockDim.x) {
       const int64_t i = t * p.topk + k;
       const int32_t r = p.slot_row[i];
+      const int32_t e = r >= 0 ? p.row_expert[r] : 0;
       rows_s[k] = r;
-      experts_s[k] = r >= 0 ? p.row_expert[r] : 0;
+      experts_s[k] = e;
       weights_s[k] = p.on_input ? 1.0f : p.topk_weights[i];
-      float a = 1.0f;
-      if (r >= 0 && p.dq.kind == Dequant::TENSOR) a = tensor_scale_value(p.dq.a_tensor);
-      if (r >= 0 && p.dq.kind == Dequant::CHANNEL) a = p.dq.a_row[r];
-      if (r >= 0 && p.dq.kind == Dequant::GENERIC) a = generic_factor(p.dq, r, p.row_expert[r]);
-      ascale_s[k] = a;
+      factor_s[k] = slot_factor(p, r, e, a_tensor);
     }
     __syncthreads();
     const ColRange cr = block_columns(p.K);
@@ -44,13 +43,7 @@ __global__ void finalize_kernel(FinalizeParams p) {
       for (int k = 0; k < topk; ++k) {
         const int32_t r = rows_s[k];
         if (r < 0) continue;
-        const int64_t e = experts_s[k];
-        float y = p.y[static_cast<int64_t>(r) * p.K + c];
-        if (p.dq.kind == Dequant::TENSOR) y *= ascale_s[k] * p.dq.w[e];
-        if (p.dq.kind == Dequant::CHANNEL) y *= ascale_s[k] * p.dq.w[e * p.K + c];
-        if (p.dq.kind == Dequant::GENERIC) y *= ascale_s[k];
-        if (p.bias) y += p.bias[e * p.K + c];
-        acc += weights_s[k] * y;
+        acc = add_slot(p, acc, p.y[static_cast<int64_t>(r) * p.K + c], weights_s[k], factor_s[k], experts_s[k], c);
       }
       store_from_float(p.out, p.out_dtype, t * p.K + c, acc);
     }
@@ -69,7 +62,7 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
   __shared__ int32_t rows_s[kMaxTopkInSmem];
   __shared__ int32_t experts_s[kMaxTopkInSmem];
   __shared__ float weights_s[kMaxTopkInSmem];
-  __shared__ float factor_s[kMaxTopkInSmem];  // TENSOR: a * w[e]; CHANNEL: a_row; GENERIC: all
+  __shared__ float factor_s[kMaxTopkInSmem];  // slot_factor
   const int topk = static_cast<int>(p.topk);
   const int64_t vecs = p.K / 4;
   const int64_t per = (vecs + gridDim.y - 1) / gridDim.y;
@@ -84,11 +77,7 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
       rows_s[k] = r;
       experts_s[k] = e;
       weights_s[k] = p.on_input ? 1.0f : p.topk_weights[i];
-      float f = 1.0f;
-      if (r >= 0 && p.dq.kind == Dequant::TENSOR) f = a_tensor * p.dq.w[e];
-      if (r >= 0 && p.dq.kind == Dequant::CHANNEL) f = p.dq.a_row[r];
-      if (r >= 0 && p.dq.kind == Dequant::GENERIC) f = generic_factor(p.dq, r, e);
-      factor_s[k] = f;
+      factor_s[k] = slot_factor(p, r, e, a_tensor);
     }
     __syncthreads();
     for (int64_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
@@ -108,14 +97,7 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
           const int64_t e = experts_s[k0 + j];
           const float w = weights_s[k0 + j], f = factor_s[k0 + j];
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            float yv = y[j][q];
-            if (p.dq.kind == Dequant::TENSOR) yv *= f;
-            if (p.dq.kind == Dequant::CHANNEL) yv *= f * p.dq.w[e * p.K + c + q];
-            if (p.dq.kind == Dequant::GENERIC) yv *= f;
-            if (p.bias) yv += p.bias[e * p.K + c + q];
-            acc[q] += w * yv;
-          }
+          for (int q = 0; q < 4; ++q) acc[q] = add_slot(p, acc[q], y[j][q], w, f, e, c + q);
         }
       }
       store4_from_float(p.out, p.out_dtype, t * p.K + c, acc);

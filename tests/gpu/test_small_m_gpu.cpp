@@ -19,35 +19,12 @@
 #include "cuda/grouped_gemm.hpp"
 #include "fusedmoe/codecs.hpp"
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/operand_util.hpp"
 
 namespace fusedmoe::gputest {
 namespace {
 
 using cuda::Operand;
-
-// Random operand values in the operand type: the stored bytes and their float values.
-struct Operands {
-  std::vector<uint8_t> bytes;
-  std::vector<float> values;
-};
-Operands random_operand(Operand op, int64_t count, float scale, std::mt19937& rng) {
-  std::normal_distribution<float> nd(0.0f, scale);
-  Operands o;
-  o.values.resize(count);
-  o.bytes.resize(count * (op == Operand::FP8 ? 1 : 2));
-  for (int64_t i = 0; i < count; ++i) {
-    const float x = nd(rng);
-    if (op == Operand::FP8) {
-      o.bytes[i] = float_to_e4m3(x);
-      o.values[i] = e4m3_to_float(o.bytes[i]);
-    } else {
-      const uint16_t b = op == Operand::BF16 ? float_to_bf16_bits(x) : float_to_fp16_bits(x);
-      std::memcpy(&o.bytes[2 * i], &b, 2);
-      o.values[i] = op == Operand::BF16 ? bf16_bits_to_float(b) : fp16_bits_to_float(b);
-    }
-  }
-  return o;
-}
 
 class SmallMGemm : public ::testing::TestWithParam<std::tuple<Operand, int64_t, int64_t>> {};
 

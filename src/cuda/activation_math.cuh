@@ -1,0 +1,86 @@
+#pragma once
+// The activation stage's arithmetic, shared by every kernel that produces GEMM2's operand from
+// GEMM1's sums (activation.cu's kernels, small_m_activation.cu): dequant and bias with each step
+// rounded on its own (no contraction, so all of them give the same bits), the activation
+// functions, and the rounding to the activation dtype. Steps and order are the CPU oracle's.
+#include <cuda_runtime.h>
+
+#include "cuda/device_utils.cuh"
+#include "cuda/moe_kernels.hpp"
+
+namespace fusedmoe::cuda {
+
+__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+__device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
+__device__ __forceinline__ float gelu_tanh(float x) {
+  const float k = 0.79788456080286536f;  // sqrt(2 / pi)
+  return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+// The per-row dequant factor of GEMM1's output (TENSOR a * w[e], GENERIC the 4-bit product;
+// CHANNEL is per column, in fix_h; 1 otherwise). a_tensor: tensor_scale_value of the a-scale.
+__device__ __forceinline__ float row_factor(const ActivationParams& p, int64_t r, int64_t e, float a_tensor) {
+  if (p.dq.kind == Dequant::TENSOR) return __fmul_rn(a_tensor, p.dq.w[e]);
+  if (p.dq.kind == Dequant::GENERIC) return generic_factor(p.dq, r, e);
+  return 1.0f;
+}
+
+// GEMM1 output element `col` of row r (expert e) dequantised and biased: v * ds (CHANNEL:
+// v * (a_row[r] * w[e, col])) + bias[e, col].
+__device__ __forceinline__ float fix_h(const ActivationParams& p, float v, float ds, int64_t r, int64_t e,
+                                       int64_t col) {
+  if (p.dq.kind == Dequant::CHANNEL) v = __fmul_rn(v, __fmul_rn(p.dq.a_row[r], p.dq.w[e * p.R + col]));
+  else if (p.dq.kind != Dequant::NONE) v = __fmul_rn(v, ds);
+  if (p.bias) v = __fadd_rn(v, p.bias[e * p.R + col]);
+  return v;
+}
+
+// The gated activations (not RELU2) of a dequantised, biased gate / up pair, before rounding.
+__device__ __forceinline__ float gated(const ActivationParams& p, float g, float u) {
+  switch (p.act) {
+    case Activation::SILU: return silu(g) * u;
+    case Activation::GELU: return gelu_erf(g) * u;
+    case Activation::GELU_TANH: return gelu_tanh(g) * u;
+    default: {  // SWIGLUOAI
+      const float L = p.limit;
+      g = g < L ? g : L;
+      u = u < -L ? -L : (u > L ? L : u);
+      return (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
+    }
+  }
+}
+
+// The columns of the gate and the up value of activation output n (gated activations).
+__device__ __forceinline__ void gate_up_columns(const ActivationParams& p, int64_t n, int64_t& gi, int64_t& ui) {
+  const bool gate_first = p.order == GateUpOrder::GATE_UP;
+  if (p.interleaved) {
+    gi = 2 * n + (gate_first ? 0 : 1);
+    ui = 2 * n + (gate_first ? 1 : 0);
+  } else {
+    gi = gate_first ? n : p.N + n;
+    ui = gate_first ? p.N + n : n;
+  }
+}
+
+// GEMM1 output element `col` of row r, dequantised, with bias.
+__device__ __forceinline__ float h_value(const ActivationParams& p, int64_t r, int64_t e, int64_t col) {
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  return fix_h(p, p.h[r * p.R + col], row_factor(p, r, e, a_tensor), r, e, col);
+}
+
+// Activation output n of row r, rounded to the activation dtype.
+__device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r, int64_t e, int64_t n) {
+  float a;
+  if (p.act == Activation::RELU2) {
+    const float h = h_value(p, r, e, n);
+    const float c = h > 0.0f ? h : 0.0f;
+    a = c * c;
+  } else {
+    int64_t gi, ui;
+    gate_up_columns(p, n, gi, ui);
+    a = gated(p, h_value(p, r, e, gi), h_value(p, r, e, ui));
+  }
+  return round_to(p.act_dtype, a);
+}
+
+}  // namespace fusedmoe::cuda

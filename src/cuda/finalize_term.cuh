@@ -1,0 +1,33 @@
+#pragma once
+// One slot's term of a token's top-k sum, shared by every kernel that sums a token's slots
+// (finalize.cu, small_m_finalize.cu): acc + w * (dequant(y) + b), each step rounded on its own
+// (no contraction of the multiply-adds), so all of them give the same bits for the same y.
+#include <cuda_runtime.h>
+
+#include "cuda/device_utils.cuh"
+#include "cuda/moe_kernels.hpp"
+
+namespace fusedmoe::cuda {
+
+// The per-slot dequant factor of row r (expert e): TENSOR a * w[e], CHANNEL a_row[r] (times
+// w[e, c] per column in add_slot), GENERIC the 4-bit formats' product; 1 otherwise.
+__device__ __forceinline__ float slot_factor(const FinalizeParams& p, int32_t r, int32_t e, float a_tensor) {
+  if (r < 0) return 1.0f;
+  switch (p.dq.kind) {
+    case Dequant::TENSOR: return __fmul_rn(a_tensor, p.dq.w[e]);
+    case Dequant::CHANNEL: return p.dq.a_row[r];
+    case Dequant::GENERIC: return generic_factor(p.dq, r, e);
+    default: return 1.0f;
+  }
+}
+
+// acc + w * (y * factor [* w_channel[e, c]] + bias[e, c]).
+__device__ __forceinline__ float add_slot(const FinalizeParams& p, float acc, float y, float w, float f, int64_t e,
+                                          int64_t c) {
+  if (p.dq.kind == Dequant::TENSOR || p.dq.kind == Dequant::GENERIC) y = __fmul_rn(y, f);
+  if (p.dq.kind == Dequant::CHANNEL) y = __fmul_rn(y, __fmul_rn(f, p.dq.w[e * p.K + c]));
+  if (p.bias) y = __fadd_rn(y, p.bias[e * p.K + c]);
+  return __fmaf_rn(w, y, acc);
+}
+
+}  // namespace fusedmoe::cuda

@@ -1,0 +1,158 @@
+// GEMM1 and the activation in one kernel for decode-sized calls (the small-M path), for gated
+// activations whose output is converted (bf16 / fp16) or quantised with a static per-tensor fp8
+// scale: a2[r, n] = quant(round(act(fix(a1[r] . W1[e][gate(n)]), fix(a1[r] . W1[e][up(n)])))).
+//
+// The unfused pair writes h [rows, 2N] in fp32 and reads it back in the activation kernel. Here
+// each group of L lanes streams the gate and the up weight row of one activation output n (as
+// small_m_gemm_kernel streams two weight rows: the same lane layout and summation order,
+// small_m_dot.cuh), so both sums end in the group's lanes and the activation is applied there
+// (activation_math.cuh). Same bits as small-M GEMM1 + the activation kernel; one kernel, no h.
+// Blocks over (output blocks, active experts) as small_m_gemm_kernel; up to 8 rows per expert
+// share each pass over the weights.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/activation_math.cuh"
+#include "cuda/active_expert.cuh"
+#include "cuda/chained_launch.cuh"
+#include "cuda/cuda_check.hpp"
+#include "cuda/device_utils.cuh"
+#include "cuda/grouped_gemm.hpp"
+#include "cuda/small_m_activation.hpp"
+#include "cuda/small_m_dot.cuh"
+
+namespace fusedmoe::cuda {
+namespace {
+
+using namespace small_m;
+constexpr int kRowBatch = 8;
+
+// a: [rows, k] GEMM1 operand; b: [E, R, k] weights; p: the activation of GEMM1's output.
+template <Operand OP, int L>
+__global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const uint8_t* __restrict__ a,
+                                                                         const uint8_t* __restrict__ b, int64_t k,
+                                                                         int groups,
+                                                                         const int32_t* __restrict__ offsets,
+                                                                         ActivationParams p) {
+  chain_wait();
+  using C = Chunk<OP>;
+  constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
+  static_assert(kWarpRows == 2, "a lane group streams the gate row and the up row");
+  const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
+  if (e < 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = lane % L;
+  const int64_t nw = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * (32 / L);
+  if (nw >= p.N) return;  // whole warps only: the butterfly below needs every lane
+  const int64_t n = nw + lane / L;  // this lane group's activation output
+  const bool nok = n < p.N;
+  int64_t gi = 0, ui = 0;
+  if (nok) gate_up_columns(p, n, gi, ui);
+  const int64_t row0 = offsets[e], rows = offsets[e + 1] - row0;
+  const int64_t chunks = k / C::kElems;
+  const uint8_t* brow[kWarpRows] = {b + (static_cast<int64_t>(e) * p.R + gi) * k * kBytes,
+                                    b + (static_cast<int64_t>(e) * p.R + ui) * k * kBytes};
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  const bool fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
+  const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
+
+  for (int64_t r0 = 0; r0 < rows; r0 += kRowBatch) {
+    const int nr = static_cast<int>(rows - r0 < kRowBatch ? rows - r0 : kRowBatch);
+    const uint8_t* ar = a + (row0 + r0) * k * kBytes;
+    float acc[kWarpRows][kRowBatch];
+#pragma unroll
+    for (int i = 0; i < kWarpRows; ++i)
+#pragma unroll
+      for (int j = 0; j < kRowBatch; ++j) acc[i][j] = 0.0f;
+    for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
+      uint4 w[kUnroll][kWarpRows];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + L * u;
+#pragma unroll
+        for (int i = 0; i < kWarpRows; ++i)
+          w[u][i] = (c < chunks && nok) ? __ldg(reinterpret_cast<const uint4*>(brow[i] + c * C::kElems * kBytes))
+                                        : make_uint4(0, 0, 0, 0);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t c = c0 + L * u;
+        if (c >= chunks) break;
+        float wf[kWarpRows][C::kElems];
+#pragma unroll
+        for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
+#pragma unroll
+        for (int j = 0; j < kRowBatch; ++j) {
+          if (j >= nr) break;
+          const uint4 av = __ldg(reinterpret_cast<const uint4*>(ar + (j * k + c * C::kElems) * kBytes));
+          float af[C::kElems];
+          C::to_float(av, af);
+#pragma unroll
+          for (int i = 0; i < kWarpRows; ++i)
+#pragma unroll
+            for (int q = 0; q < C::kElems; ++q) acc[i][j] = fmaf(wf[i][q], af[q], acc[i][j]);
+        }
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kRowBatch; ++j) {
+      if (j >= nr) break;
+      float h[kWarpRows];
+#pragma unroll
+      for (int i = 0; i < kWarpRows; ++i) {
+        h[i] = acc[i][j];
+#pragma unroll
+        for (int o = L / 2; o > 0; o >>= 1) h[i] += __shfl_xor_sync(0xffffffffu, h[i], o);
+      }
+      if (sl == 0 && nok) {
+        const int64_t r = row0 + r0 + j;
+        const float ds = row_factor(p, r, e, a_tensor);
+        const float v = round_to(p.act_dtype, gated(p, fix_h(p, h[0], ds, r, e, gi), fix_h(p, h[1], ds, r, e, ui)));
+        if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
+        else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
+      }
+    }
+  }
+}
+
+template <Operand OP>
+void launch_op(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_t stream) {
+  const int64_t elem = OP == Operand::FP8 ? 1 : 2;
+  const int L = lanes_per_row(g.k * elem / 16);
+  const int64_t per_block = static_cast<int64_t>(kWarps) * (32 / L);
+  const unsigned active = static_cast<unsigned>(g.max_rows < g.groups ? g.max_rows : g.groups);
+  const dim3 grid(static_cast<unsigned>((p.N + per_block - 1) / per_block), active), block(kWarps * 32);
+  const auto* a = static_cast<const uint8_t*>(g.a);
+  const auto* b = static_cast<const uint8_t*>(g.b);
+  auto go = [&](auto kernel) {
+    launch_chained(kernel, grid, block, 0, stream, a, b, g.k, g.groups, g.expert_offsets, p);
+  };
+  switch (L) {
+    case 4: go(small_m_activation_kernel<OP, 4>); break;
+    case 8: go(small_m_activation_kernel<OP, 8>); break;
+    case 16: go(small_m_activation_kernel<OP, 16>); break;
+    default: go(small_m_activation_kernel<OP, 32>); break;
+  }
+}
+
+}  // namespace
+
+bool small_m_activation_applies(const GroupedGemmArgs& g1, const ActivationParams& p) {
+  const bool quant_ok = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16)
+                                                  : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
+  return small_m_gemm_applies(g1) && g1.op == p.op && quant_ok && p.act != Activation::RELU2 && p.R == 2 * p.N &&
+         g1.n == p.R && (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR);
+}
+
+void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream) {
+  if (!small_m_activation_applies(g1, p))
+    throw Error("small-M GEMM1 + activation: the call is not one small_m_activation_applies() accepts (k = " +
+                std::to_string(g1.k) + ", rows " + std::to_string(g1.max_rows) + ")");
+  switch (g1.op) {
+    case Operand::BF16: launch_op<Operand::BF16>(g1, p, stream); break;
+    case Operand::FP16: launch_op<Operand::FP16>(g1, p, stream); break;
+    default: launch_op<Operand::FP8>(g1, p, stream); break;
+  }
+}
+
+}  // namespace fusedmoe::cuda

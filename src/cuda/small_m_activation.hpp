@@ -1,0 +1,16 @@
+#pragma once
+// GEMM1 + activation in one kernel for decode-sized calls (small_m_activation.cu).
+#include <cuda_runtime.h>
+
+#include "cuda/grouped_gemm.hpp"
+#include "cuda/moe_kernels.hpp"
+
+namespace fusedmoe::cuda {
+
+// Whether the fused kernel takes this GEMM1 (the small-M path's shapes) and this activation
+// (gated, R == 2N, bf16 / fp16 conversion or static per-tensor fp8, dequant NONE or TENSOR).
+bool small_m_activation_applies(const GroupedGemmArgs& g1, const ActivationParams& p);
+// p.out = activation(GEMM1): p.h is not used. Same bits as small_m_grouped_gemm + launch_activation.
+void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream);
+
+}  // namespace fusedmoe::cuda
