@@ -408,9 +408,6 @@ class CudaBackend final : public BackendImpl {
 
     mark(0);
     // ---- permute ----
-    launch_plan(args.topk_ids.ptr<const int32_t>(),
-                args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr, slots, E,
-                p.num_global_experts, b.plan, stream);
     GatherParams gp;
     gp.x = args.hidden_states.data;
     gp.x_dtype = args.hidden_states.dtype;
@@ -426,11 +423,16 @@ class CudaBackend final : public BackendImpl {
     gp.row_scale = b.row_scale1;
     gp.block = {b.block_scale1, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     if (quant1_ == Fp8Quant::NVFP4) gp.nvfp4_input_scale = weights_.w13_input_scale.ptr<const float>();
+    const int32_t* ids = args.topk_ids.ptr<const int32_t>();
+    const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
+    // Decode-sized calls: the plan inside the gather kernel (one launch less).
+    const bool plan_in_gather = args.hidden_states.dtype != DType::F8_E4M3 && plan_gather_fused_applies(gp, slots);
+    if (!plan_in_gather) launch_plan(ids, emap, slots, E, p.num_global_experts, b.plan, stream);
     TensorScale scale1;
     if (quant1_ == Fp8Quant::TENSOR_STATIC) scale1 = {weights_.w13_input_scale.ptr<const float>(), false};
     if (quant1_ == Fp8Quant::TENSOR_DYNAMIC) {
       scale1 = {b.amax1, true};
-      launch_gemm1_amax(gp, M, slots, b.amax1, stream);
+      launch_gemm1_amax(gp, M, slots, b.amax1, stream);  // after the plan: the weighted rows' amax reads it
     }
     gp.scale = scale1;
     if (args.hidden_states.dtype == DType::F8_E4M3) {
@@ -445,6 +447,8 @@ class CudaBackend final : public BackendImpl {
       pq.out = static_cast<uint8_t*>(b.a1);
       pq.block = gp.block;
       launch_gather_prequantized(pq, slots, stream);
+    } else if (plan_in_gather) {
+      launch_plan_gather(ids, emap, slots, E, p.num_global_experts, b.plan, gp, stream);
     } else {
       launch_gather(gp, slots, stream);
     }

@@ -94,6 +94,11 @@ struct GatherParams {
 // router-weighted rows when on_input. *amax_bits must be zeroed first (launcher does it).
 void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float* amax_bits, cudaStream_t stream);
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream);
+// Decode-sized calls (at most 32 slots, a vector gather's format): launch_plan and launch_gather
+// in one kernel, the same plan arrays and the same operand rows (permute.cu).
+bool plan_gather_fused_applies(const GatherParams& p, int64_t slots);
+void launch_plan_gather(const int32_t* ids, const int32_t* expert_map, int64_t slots, int num_experts,
+                        int64_t num_global, const PlanBuffers& plan, const GatherParams& p, cudaStream_t stream);
 
 // ---------------------------------------------------------------- activation.cu
 struct Dequant {

@@ -8,10 +8,12 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
+#include "fusedmoe/error.hpp"
 
 namespace fusedmoe::cuda {
 namespace {
@@ -19,6 +21,7 @@ namespace {
 // Slots per chunk of the general (multi-block) plan; also the limit of the one-block plan.
 constexpr int kChunk = 1024;
 constexpr int kScanThreads = 1024;  // plan_scan_kernel
+constexpr int kFusedPlanSlots = 32;  // plan_gather kernels: one warp places every slot
 
 __device__ __forceinline__ int32_t local_expert(const int32_t* ids, const int32_t* emap, int64_t i, int E,
                                                 int64_t num_global) {
@@ -325,15 +328,30 @@ __global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherPar
   }
 }
 
+// Where a gather finds row r's slot and the row count: the plan in global memory (after
+// launch_plan) or the block's own small plan in shared memory (the plan_gather kernels).
+struct GlobalRows {
+  const int32_t* row_slot;
+  const int32_t* rows;
+  __device__ int32_t count() const { return load_rows(rows); }
+  __device__ int64_t slot(int64_t r) const { return __ldg(row_slot + r); }
+};
+struct SharedRows {
+  const int32_t* row_slot;  // shared memory
+  int32_t rows;
+  __device__ int32_t count() const { return rows; }
+  __device__ int64_t slot(int64_t r) const { return row_slot[r]; }
+};
+
 // ROW quantisation (per-token fp8), K a multiple of 8: one block per row (grid-stride over the
 // rows that exist), 8 columns per thread and step, the row read twice (amax, then codes; the
 // second read hits the cache). Values, scale and codes as gather_kernel's ROW case.
-__global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParams p) {
-  chain_wait();
-  const int32_t rows = load_rows(p.rows);
+template <class Rows>
+__device__ void gather_row_vec_rows(const GatherParams& p, const Rows& src) {
+  const int32_t rows = src.count();
   const int lanes = static_cast<int>(p.K / 8);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
+    const int64_t i = src.slot(r), t = i / p.topk;
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
     auto load = [&](int l, float (&v)[8]) { gemm1_values8(p, t, w, static_cast<int64_t>(l) * 8, v); };
     float m = 0.0f;
@@ -350,6 +368,11 @@ __global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParam
       store8_row_codes(p.out, p.op, r * p.K + static_cast<int64_t>(l) * 8, v, s);
     }
   }
+}
+
+__global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParams p) {
+  chain_wait();
+  gather_row_vec_rows(p, GlobalRows{p.row_slot, p.rows});
 }
 
 // NVFP4 (W4A4), K a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
@@ -370,16 +393,16 @@ __global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherPar
 // Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
 // over the rows that exist (the device count), 16-byte loads of x, 16-byte (bf16 / fp16) or
 // 8-byte (e4m3) stores. Values and rounding as gather_kernel.
-__global__ void __launch_bounds__(kVecThreads) gather_vec_kernel(GatherParams p) {
-  chain_wait();
+template <class Rows>
+__device__ void gather_vec_rows(const GatherParams& p, const Rows& src) {
   const int64_t vecs = p.K / 8;
-  const int64_t items = static_cast<int64_t>(load_rows(p.rows)) * vecs;
+  const int64_t items = static_cast<int64_t>(src.count()) * vecs;
   const bool fp8 = p.quant != Fp8Quant::NONE;
   const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
   for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < items;
        it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int64_t r = it / vecs, k = (it - r * vecs) * 8;
-    const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
+    const int64_t i = src.slot(r), t = i / p.topk;
     float v[8];
     gemm1_values8(p, t, p.on_input ? __ldg(p.topk_weights + i) : 1.0f, k, v);
     if (!fp8) {
@@ -392,6 +415,100 @@ __global__ void __launch_bounds__(kVecThreads) gather_vec_kernel(GatherParams p)
           make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
     }
   }
+}
+
+__global__ void __launch_bounds__(kVecThreads) gather_vec_kernel(GatherParams p) {
+  chain_wait();
+  gather_vec_rows(p, GlobalRows{p.row_slot, p.rows});
+}
+
+// ---- plan and gather in one kernel (decode-sized calls) ----
+// With at most 32 slots one warp places every slot: a row is the number of valid slots with a
+// smaller expert plus the slot's rank among the slots of its expert (__match_any_sync), the same
+// rows as plan_small_kernel (by expert, then slot). Every block of a plan_gather kernel does this
+// for itself in shared memory, so the gather needs no plan kernel before it; block 0 also writes
+// the plan arrays the later stages read (slot_row, row_slot, row_expert, expert and tile offsets).
+struct SmallPlanArgs {
+  const int32_t* ids;
+  const int32_t* emap;
+  int slots;  // <= kFusedPlanSlots
+  int E;
+  int64_t num_global;
+  PlanBuffers plan;
+};
+
+struct SmallPlanShared {
+  int32_t row_slot[kFusedPlanSlots];
+  int32_t expert[kFusedPlanSlots];  // local expert of each slot, < 0: none
+  int32_t group[kFusedPlanSlots];   // on the first slot of an expert: its slot count, else 0
+  int32_t rows;
+};
+
+__device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
+  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+  if (threadIdx.x < 32) {
+    const int lane = threadIdx.x;
+    const int32_t e = lane < a.slots ? local_expert(a.ids, a.emap, lane, a.E, a.num_global) : -2;
+    const unsigned same = __match_any_sync(0xffffffffu, e), below = same & ((1u << lane) - 1u);
+    int32_t before = 0, valid = 0;
+    for (int j = 0; j < 32; ++j) {
+      const int32_t ej = __shfl_sync(0xffffffffu, e, j);
+      before += (ej >= 0 && ej < e) ? 1 : 0;
+      valid += ej >= 0 ? 1 : 0;
+    }
+    const int32_t row = e >= 0 ? before + __popc(below) : -1;
+    if (row >= 0) sh.row_slot[row] = lane;
+    sh.expert[lane] = e;
+    sh.group[lane] = (e >= 0 && below == 0) ? __popc(same) : 0;
+    if (lane == 0) sh.rows = valid;
+    if (writer && lane < a.slots) {
+      a.plan.slot_row[lane] = row;
+      if (row >= 0) {
+        a.plan.row_slot[row] = lane;
+        a.plan.row_expert[row] = e;
+      }
+    }
+  }
+  __syncthreads();
+  if (writer) {
+    for (int e = threadIdx.x; e <= a.E; e += blockDim.x) {
+      int32_t rows = 0, tiles = 0;
+      for (int j = 0; j < kFusedPlanSlots; ++j) {
+        const int32_t ej = sh.expert[j];
+        if (ej >= 0 && ej < e) {
+          ++rows;
+          tiles += (sh.group[j] + kSimtTileM - 1) / kSimtTileM;  // once per expert (0 elsewhere)
+        }
+      }
+      a.plan.expert_offsets[e] = rows;
+      a.plan.tile_offsets[e] = tiles;
+    }
+  }
+  return SharedRows{sh.row_slot, sh.rows};
+}
+
+__global__ void __launch_bounds__(kVecThreads) plan_gather_vec_kernel(SmallPlanArgs a, GatherParams p) {
+  chain_wait();
+  __shared__ SmallPlanShared sh;
+  gather_vec_rows(p, small_plan(a, sh));
+}
+
+__global__ void __launch_bounds__(kVecThreads) plan_gather_row_vec_kernel(SmallPlanArgs a, GatherParams p) {
+  chain_wait();
+  __shared__ SmallPlanShared sh;
+  gather_row_vec_rows(p, small_plan(a, sh));
+}
+
+// Which of the vector gathers serves p (none: -1): 0 = gather_vec_kernel, 1 = gather_row_vec_kernel.
+int vec_gather_kind(const GatherParams& p) {
+  if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) &&
+      aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16))
+    return 1;
+  const bool vec_quant = p.quant == Fp8Quant::NONE || p.quant == Fp8Quant::TENSOR_STATIC ||
+                         p.quant == Fp8Quant::TENSOR_DYNAMIC;
+  const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16) : p.op == Operand::FP8;
+  if (vec_quant && vec_op && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16)) return 0;
+  return -1;
 }
 
 int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
@@ -434,7 +551,7 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     launch_chained(gather_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
     return;
   }
-  if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
+  if (vec_gather_kind(p) == 1) {
     launch_chained(gather_row_vec_kernel, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
     return;
   }
@@ -448,16 +565,32 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     launch_chained(gather_block_kernel, grid, 32 * kBlockGroupsPerCta, 0, stream, p);
     return;
   }
-  const bool vec_quant = p.quant == Fp8Quant::NONE || p.quant == Fp8Quant::TENSOR_STATIC ||
-                         p.quant == Fp8Quant::TENSOR_DYNAMIC;
-  const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16) : p.op == Operand::FP8;
-  if (vec_quant && vec_op && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16)) {
+  if (vec_gather_kind(p) == 0) {
     launch_chained(gather_vec_kernel, vec_grid(max_rows * (p.K / 8)), kVecThreads, 0, stream, p);
     return;
   }
   const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.K));
   launch_chained(gather_kernel, grid, whole_row ? whole_row_threads(max_rows, p.K) : row_threads(p.K), 0, stream, p);
+}
+
+bool plan_gather_fused_applies(const GatherParams& p, int64_t slots) {
+  // The amax of router-weighted rows (TENSOR_DYNAMIC with the weight on the input) reads the plan
+  // before the gather, so that call keeps the plan kernel.
+  const bool amax_needs_plan = p.quant == Fp8Quant::TENSOR_DYNAMIC && p.on_input;
+  return slots >= 1 && slots <= kFusedPlanSlots && !amax_needs_plan && vec_gather_kind(p) >= 0;
+}
+
+void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
+                        const PlanBuffers& plan, const GatherParams& p, cudaStream_t stream) {
+  if (!plan_gather_fused_applies(p, slots))
+    throw Error("plan + gather in one kernel: the call is not one plan_gather_fused_applies() accepts (slots " +
+                std::to_string(slots) + ", K " + std::to_string(p.K) + ")");
+  const SmallPlanArgs a{ids, emap, static_cast<int>(slots), E, num_global, plan};
+  if (vec_gather_kind(p) == 1)
+    launch_chained(plan_gather_row_vec_kernel, row_grid(slots), row_threads8(p.K), 0, stream, a, p);
+  else
+    launch_chained(plan_gather_vec_kernel, vec_grid(slots * (p.K / 8)), kVecThreads, 0, stream, a, p);
 }
 
 }  // namespace fusedmoe::cuda
