@@ -466,6 +466,7 @@ class CudaBackend final : public BackendImpl {
     g1.expert_offsets = b.plan.expert_offsets;
     g1.tile_offsets = b.plan.tile_offsets;
     g1.max_rows = slots;
+    g1.offsets_final_at_launch = !plan_in_gather;  // else the small-M GEMM waits before reading them
     g1.workspace = b.gemm_ws;
     g1.workspace_bytes = gemm_ws_bytes_;
     g1.sm_count = sm_count_;

@@ -35,6 +35,11 @@ struct GroupedGemmArgs {
   const int32_t* expert_offsets = nullptr;  // device [groups + 1]
   const int32_t* tile_offsets = nullptr;    // device [groups + 1] (SIMT: tiles of kSimtTileM rows)
   int64_t max_rows = 0;                     // host bound on the rows (grid size)
+  // The expert offsets were written at least two chained kernels before this GEMM (the plan
+  // kernel, then the gather), so the small-M kernel may read them before its chain_wait() and
+  // start its weight loads early. False when the kernel right before wrote them (the plan inside
+  // the gather, launch_plan_gather): they are final only after the wait.
+  bool offsets_final_at_launch = true;
   void* workspace = nullptr;                // grouped_gemm_workspace_bytes(), 256-byte aligned
   size_t workspace_bytes = 0;
   int sm_count = 0;

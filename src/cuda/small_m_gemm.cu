@@ -30,19 +30,22 @@ namespace {
 using namespace small_m;
 constexpr int kRowBatch = 8;  // activation rows multiplied per pass over the weights
 
-template <Operand OP, int L>
+template <Operand OP, int L, bool kEarly>
 __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t* __restrict__ a,
                                                                    const uint8_t* __restrict__ b, float* __restrict__ d,
                                                                    int64_t n, int64_t k, int groups,
                                                                    const int32_t* __restrict__ offsets) {
-  // Before chain_wait() (chained_launch.cuh) this kernel reads only what is final when it starts:
-  // the expert offsets, written by the plan kernel at least two chained kernels earlier (so
-  // complete before this one could launch; read through L2, ld.global.cg), and the weights. It
+  // kEarly (GroupedGemmArgs::offsets_final_at_launch): before chain_wait() (chained_launch.cuh)
+  // this kernel reads only what is final when it starts: the expert offsets, written by the plan
+  // kernel at least two chained kernels earlier (so complete before this one could launch; read
+  // through L2, ld.global.cg), and the weights. Without kEarly (the plan was written by the kernel
+  // right before, launch_plan_gather) it waits first and does everything after. With kEarly it
   // issues its first pass of weight loads there, so they overlap the previous kernel's tail (at
   // decode sizes that pass is a large part of the expert's rows); the activations and D only
   // after the wait. Warps without work wait too before they exit: the chain's guarantee (when a
   // kernel starts, the one two places before it has completed) needs every block of every kernel
   // to pass the wait.
+  if (!kEarly) chain_wait();
   using C = Chunk<OP>;
   constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
@@ -69,7 +72,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
     }
   };
   if (work) load_weights(sl);  // the first pass of the first row batch
-  chain_wait();
+  if (kEarly) chain_wait();
   if (!work) return;
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBatch) {
@@ -131,11 +134,20 @@ void launch_op(const GroupedGemmArgs& g, int L, unsigned active, cudaStream_t st
   auto go = [&](auto kernel) {
     launch_chained(kernel, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups, g.expert_offsets);
   };
+  if (!g.offsets_final_at_launch) {
+    switch (L) {
+      case 4: go(small_m_gemm_kernel<OP, 4, false>); break;
+      case 8: go(small_m_gemm_kernel<OP, 8, false>); break;
+      case 16: go(small_m_gemm_kernel<OP, 16, false>); break;
+      default: go(small_m_gemm_kernel<OP, 32, false>); break;
+    }
+    return;
+  }
   switch (L) {
-    case 4: go(small_m_gemm_kernel<OP, 4>); break;
-    case 8: go(small_m_gemm_kernel<OP, 8>); break;
-    case 16: go(small_m_gemm_kernel<OP, 16>); break;
-    default: go(small_m_gemm_kernel<OP, 32>); break;
+    case 4: go(small_m_gemm_kernel<OP, 4, true>); break;
+    case 8: go(small_m_gemm_kernel<OP, 8, true>); break;
+    case 16: go(small_m_gemm_kernel<OP, 16, true>); break;
+    default: go(small_m_gemm_kernel<OP, 32, true>); break;
   }
 }
 

@@ -83,7 +83,7 @@ std::vector<std::string> kernel_first_statements(const std::string& code, std::v
 // they start, write nothing before it, and every one of their blocks reaches it before exiting
 // (see the comment at their chain_wait()).
 const char* const kEarlyStart[] = {
-    "small_m_gemm_kernel",  // the plan's expert offsets (>= 2 chained kernels back) and the weights
+    "small_m_gemm_kernel",  // with kEarly: the plan's expert offsets (>= 2 chained kernels back), the weights
 };
 
 bool early_start(const std::string& name) {
