@@ -1,7 +1,8 @@
 #pragma once
 // Programmatic dependent launch (PDL) for the stage kernels of one run().
 //
-// A run() is a chain of short kernels (plan, gather, GEMM, activation, GEMM, finalize); at decode
+// A run() is a chain of short kernels (plan, gather, GEMM, activation, GEMM, finalize; at decode
+// sizes fewer: the plan inside the gather, GEMM1 + activation and GEMM2 + finalize fused); at decode
 // sizes each lasts a few microseconds and the gap between one kernel's last block and the next
 // kernel's first block is a visible part of the layer. launch_chained() launches with
 // cudaLaunchAttributeProgrammaticStreamSerialization: the next kernel may be scheduled as soon as
@@ -13,7 +14,10 @@
 // blocks until the previous grid has completed and its memory operations are visible, so nothing
 // the kernel reads or writes can race the previous kernel; only then does it let its own
 // successor launch. By induction, when a chained kernel starts, the kernel two places before it
-// has completed (every block passes the wait before it exits, including blocks without work). In a stream without a programmatic predecessor (first kernel, after a memset, a
+// has completed (every block passes the wait before it exits, including blocks without work).
+// The one reviewed exception, small_m_gemm_kernel, reads the plan's offsets before its wait on that
+// guarantee; where the kernel right before wrote them (the plan inside the gather) it is told so
+// (GroupedGemmArgs::offsets_final_at_launch) and waits first. In a stream without a programmatic predecessor (first kernel, after a memset, a
 // CUTLASS kernel launched plainly, or a user's kernel) the wait returns at once after the usual
 // stream ordering. Stream capture records the same edges in a CUDA graph.
 #include <cuda_runtime.h>
