@@ -10,6 +10,9 @@ of the same variant instead of as a speed-up.
       --order old,new,old,new -- --preset qwen3-30b-a3b-tp1 --m 1,8 --formats bf16 --no-ceilings
   bench/ab.py compare --base old DIR/1_old DIR/2_new DIR/3_old DIR/4_new > table.md
 
+A variant can also run its own binary (--variant-bench NAME=PATH), e.g. builds of a branch and of
+main: still interleaved on one GPU, but then two binaries differ, not only a switch.
+
 `run` writes DIR/<i>_<variant>/ (fusedmoe-bench's --out-dir, its JSON and CSV) plus the log of
 each run, then prints the comparison. `compare` reads the run folders (named <i>_<variant>, or
 give --label per folder) and prints a markdown table: the median time of every point in every
@@ -112,6 +115,15 @@ def run(args, bench_args):
     unknown = [o for o in order if o not in variants]
     if unknown:
         raise ValueError(f"--order names {unknown}, not among the variants {list(variants)}")
+    benches = {}
+    for spec in getattr(args, "variant_bench", None) or []:
+        name, eq, path = spec.partition("=")
+        if not eq or not path or name not in variants:
+            raise ValueError(f"--variant-bench '{spec}': NAME=PATH with NAME one of {list(variants)}")
+        benches[name] = path
+    missing = [v for v in variants if v not in benches and not args.bench]
+    if missing:
+        raise ValueError(f"no binary for variant(s) {missing}: give --bench or --variant-bench NAME=PATH")
     # Every variant's variables are unset in the others, so a switch cannot leak between runs.
     all_vars = {k for env in variants.values() for k in env}
     dirs = []
@@ -120,7 +132,7 @@ def run(args, bench_args):
         os.makedirs(d, exist_ok=True)
         env = {k: v for k, v in os.environ.items() if k not in all_vars}
         env.update(variants[name])
-        cmd = [args.bench] + bench_args + ["--out-dir", d]
+        cmd = [benches.get(name, args.bench)] + bench_args + ["--out-dir", d]
         print(f"[ab] run {i}/{len(order)}: {name} {variants[name] or ''}", file=sys.stderr, flush=True)
         with open(os.path.join(d, "bench.log"), "w") as log:
             rc = subprocess.call(cmd, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -139,7 +151,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run the variants interleaved, then compare")
-    r.add_argument("--bench", required=True, help="the fusedmoe-bench binary")
+    r.add_argument("--bench", help="the fusedmoe-bench binary (of every variant without --variant-bench)")
+    r.add_argument("--variant-bench", action="append", help="NAME=PATH: that variant's own binary (repeat)")
     r.add_argument("--out", required=True, help="folder for the runs")
     r.add_argument("--variant", action="append", required=True, help="NAME:VAR=VALUE,... (repeat)")
     r.add_argument("--order", help="comma-separated variant names (default: every variant, twice)")

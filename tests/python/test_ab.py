@@ -93,3 +93,30 @@ def test_run_interleaves_and_isolates_the_switches(tmp_path, monkeypatch):
     out = ab.run(ns, ["--m", "4"])
     assert sorted(os.listdir(tmp_path / "runs")) == ["1_old", "2_new", "3_old"]
     assert rows(out) == ["| q | bf16 | uniform | 4 | 101.0 | 50.0 | 101.0 | 0.495 |"]
+
+
+def test_variant_bench_runs_each_variants_own_binary(tmp_path):
+    # Two stand-ins: the "main" build reports 100 µs, the "branch" build 80 µs.
+    def stand_in(name, us):
+        fake = tmp_path / f"{name}.py"
+        fake.write_text(
+            "import json, os, sys\n"
+            "d = sys.argv[sys.argv.index('--out-dir') + 1]\n"
+            f"p = {{'preset': 'q', 'format': 'bf16', 'routing': 'uniform', 'M': 1, 'status': 'OK', 'median_ms': {us} / 1000}}\n"
+            "json.dump({'commit': 'c', 'device': {'name': 'g'}, 'points': [p]}, open(os.path.join(d, 'fusedmoe-bench.json'), 'w'))\n")
+        w = tmp_path / f"{name}.sh"
+        w.write_text(f"#!/bin/sh\nexec {sys.executable} {fake} \"$@\"\n")
+        w.chmod(0o755)
+        return str(w)
+    ns = type("A", (), {})()
+    ns.bench, ns.out, ns.order, ns.base = None, str(tmp_path / "runs"), "main,branch,main,branch", None
+    ns.variant = ["main", "branch"]
+    ns.variant_bench = [f"main={stand_in('main', 100.0)}", f"branch={stand_in('branch', 80.0)}"]
+    out = ab.run(ns, [])
+    assert rows(out) == ["| q | bf16 | uniform | 1 | 100.0 | 80.0 | 100.0 | 80.0 | 0.800 |"]
+    ns.variant_bench = [f"main={stand_in('main', 100.0)}"]  # no binary for "branch", no --bench
+    with pytest.raises(ValueError, match="no binary"):
+        ab.run(ns, [])
+    ns.variant_bench = ["other=/bin/true"]
+    with pytest.raises(ValueError, match="NAME=PATH"):
+        ab.run(ns, [])
