@@ -1,7 +1,7 @@
 // Finalize stage: out[t] = sum over k = 0..topk-1 (in this order) of w_tk * (dequant(y_tk) + b2),
-// in fp32 (finalize_term.cuh: each step rounded on its own), then cast to the output dtype. Slots whose expert is invalid or not local have no
-// row and contribute nothing. Each output element is summed by one thread in a fixed order:
-// deterministic, no atomics.
+// in fp32 (finalize_term.cuh: each step rounded on its own), then cast to the output dtype.
+// Slots whose expert is invalid or not local have no row and contribute nothing. Each output
+// element is summed by one thread in a fixed order: deterministic, no atomics.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -14,36 +14,24 @@
 namespace fusedmoe::cuda {
 namespace {
 
-constexpr int kMaxTopkInSmem = 64;
-
 // One block per token (grid-stride over the tokens) and column chunk (blockIdx.y).
 __global__ void finalize_kernel(FinalizeParams p) {
   chain_wait();
-  __shared__ int32_t rows_s[kMaxTopkInSmem];
-  __shared__ int32_t experts_s[kMaxTopkInSmem];
-  __shared__ float weights_s[kMaxTopkInSmem];
-  __shared__ float factor_s[kMaxTopkInSmem];
+  __shared__ TokenSlots slots;
   const int topk = static_cast<int>(p.topk);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
     __syncthreads();  // the previous token's slot data is no longer read
-    for (int k = threadIdx.x; k < topk; k += blockDim.x) {
-      const int64_t i = t * p.topk + k;
-      const int32_t r = p.slot_row[i];
-      const int32_t e = r >= 0 ? p.row_expert[r] : 0;
-      rows_s[k] = r;
-      experts_s[k] = e;
-      weights_s[k] = p.on_input ? 1.0f : p.topk_weights[i];
-      factor_s[k] = slot_factor(p, r, e, a_tensor);
-    }
+    slots.load(p, t, a_tensor);
     __syncthreads();
     const ColRange cr = block_columns(p.K);
     for (int64_t c = cr.begin + threadIdx.x; c < cr.end; c += blockDim.x) {
       float acc = 0.0f;
       for (int k = 0; k < topk; ++k) {
-        const int32_t r = rows_s[k];
+        const int32_t r = slots.row[k];
         if (r < 0) continue;
-        acc = add_slot(p, acc, p.y[static_cast<int64_t>(r) * p.K + c], weights_s[k], factor_s[k], experts_s[k], c);
+        acc = add_slot(p, acc, p.y[static_cast<int64_t>(r) * p.K + c], slots.weight[k], slots.factor[k],
+                       slots.expert[k], c);
       }
       store_from_float(p.out, p.out_dtype, t * p.K + c, acc);
     }
@@ -59,10 +47,7 @@ __global__ void finalize_kernel(FinalizeParams p) {
 constexpr int kSlotBatch = 8;
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
   chain_wait();
-  __shared__ int32_t rows_s[kMaxTopkInSmem];
-  __shared__ int32_t experts_s[kMaxTopkInSmem];
-  __shared__ float weights_s[kMaxTopkInSmem];
-  __shared__ float factor_s[kMaxTopkInSmem];  // slot_factor
+  __shared__ TokenSlots slots;
   const int topk = static_cast<int>(p.topk);
   const int64_t vecs = p.K / 4;
   const int64_t per = (vecs + gridDim.y - 1) / gridDim.y;
@@ -70,15 +55,7 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
     __syncthreads();  // the previous token's slot data is no longer read
-    for (int k = threadIdx.x; k < topk; k += blockDim.x) {
-      const int64_t i = t * p.topk + k;
-      const int32_t r = p.slot_row[i];
-      const int32_t e = r >= 0 ? p.row_expert[r] : 0;
-      rows_s[k] = r;
-      experts_s[k] = e;
-      weights_s[k] = p.on_input ? 1.0f : p.topk_weights[i];
-      factor_s[k] = slot_factor(p, r, e, a_tensor);
-    }
+    slots.load(p, t, a_tensor);
     __syncthreads();
     for (int64_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
       const int64_t c = v * 4;
@@ -87,15 +64,15 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
         int32_t r[kSlotBatch];
         float y[kSlotBatch][4];
 #pragma unroll
-        for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? rows_s[k0 + j] : -1;
+        for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? slots.row[k0 + j] : -1;
 #pragma unroll
         for (int j = 0; j < kSlotBatch; ++j)
           if (r[j] >= 0) load4_as_float(p.y, DType::F32, static_cast<int64_t>(r[j]) * p.K + c, y[j]);
 #pragma unroll
         for (int j = 0; j < kSlotBatch; ++j) {
           if (r[j] < 0) continue;
-          const int64_t e = experts_s[k0 + j];
-          const float w = weights_s[k0 + j], f = factor_s[k0 + j];
+          const int64_t e = slots.expert[k0 + j];
+          const float w = slots.weight[k0 + j], f = slots.factor[k0 + j];
 #pragma unroll
           for (int q = 0; q < 4; ++q) acc[q] = add_slot(p, acc[q], y[j][q], w, f, e, c + q);
         }
@@ -107,7 +84,7 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
 
 }  // namespace
 
-bool finalize_supports_topk(int64_t topk) { return topk <= kMaxTopkInSmem; }
+bool finalize_supports_topk(int64_t topk) { return topk <= kMaxTokenSlots; }
 
 void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
   const size_t out_bytes = p.out_dtype == DType::F32 ? 4 : 2;

@@ -21,6 +21,28 @@ __device__ __forceinline__ float slot_factor(const FinalizeParams& p, int32_t r,
   }
 }
 
+// The slots of one token, read once into shared memory by a block that sums them: row (-1: the
+// slot has none), expert, router weight (1 with the weight on the input), slot_factor.
+constexpr int kMaxTokenSlots = 64;  // finalize_supports_topk
+struct TokenSlots {
+  int32_t row[kMaxTokenSlots];
+  int32_t expert[kMaxTokenSlots];
+  float weight[kMaxTokenSlots];
+  float factor[kMaxTokenSlots];
+  // The whole block calls it; the caller synchronises before reading.
+  __device__ void load(const FinalizeParams& p, int64_t t, float a_tensor) {
+    for (int k = threadIdx.x; k < p.topk; k += blockDim.x) {
+      const int64_t i = t * p.topk + k;
+      const int32_t r = p.slot_row[i];
+      const int32_t e = r >= 0 ? p.row_expert[r] : 0;
+      row[k] = r;
+      expert[k] = e;
+      weight[k] = p.on_input ? 1.0f : p.topk_weights[i];
+      factor[k] = slot_factor(p, r, e, a_tensor);
+    }
+  }
+};
+
 // acc + w * (y * factor [* w_channel[e, c]] + bias[e, c]).
 __device__ __forceinline__ float add_slot(const FinalizeParams& p, float acc, float y, float w, float f, int64_t e,
                                           int64_t c) {

@@ -85,8 +85,9 @@ constexpr int64_t kSmallMMinRowBytes = 256;  // shorter rows: 16 or fewer 16-byt
 // one token always; beyond it only where tokens rarely share an expert ((tokens - 1) * topk other
 // slots over the experts <= 1/8). The fused finalize streams an expert's weights once per token
 // that hits it. Measured on an H100 (2026-11-21, bench/results/2026-11-21-h100-small-m-fusion-ab):
-// 5-10% faster at M = 1 on every preset and at M = 2 on Qwen3 / DeepSeek-V3 (E = 128 / 256,
-// top-8), but Mixtral (E = 8, top-2) at M = 2 was 2-5% slower with either fusion.
+// 4-10% faster at M = 1 on every preset (DeepSeek-V3 TP1 fp8-channel: even) and 1-9% at M = 2 on
+// Qwen3 / DeepSeek-V3 (E = 128 / 256, top-8), but Mixtral (E = 8, top-2) at M = 2 was 2-5% slower
+// with either fusion.
 inline bool small_m_fusion_pays(int64_t tokens, int64_t topk, int64_t experts) {
   return tokens == 1 || (tokens > 1 && (tokens - 1) * topk * 8 <= experts);
 }

@@ -499,16 +499,17 @@ __global__ void __launch_bounds__(kVecThreads) plan_gather_row_vec_kernel(SmallP
   gather_row_vec_rows(p, small_plan(a, sh));
 }
 
-// Which of the vector gathers serves p (none: -1): 0 = gather_vec_kernel, 1 = gather_row_vec_kernel.
-int vec_gather_kind(const GatherParams& p) {
+// Which of the vector gathers serves p.
+enum class VecGather { NONE, VEC, ROW };  // VEC: gather_vec_kernel, ROW: gather_row_vec_kernel
+VecGather vec_gather_kind(const GatherParams& p) {
   if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) &&
       aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16))
-    return 1;
+    return VecGather::ROW;
   const bool vec_quant = p.quant == Fp8Quant::NONE || p.quant == Fp8Quant::TENSOR_STATIC ||
                          p.quant == Fp8Quant::TENSOR_DYNAMIC;
   const bool vec_op = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16) : p.op == Operand::FP8;
-  if (vec_quant && vec_op && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16)) return 0;
-  return -1;
+  if (vec_quant && vec_op && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16)) return VecGather::VEC;
+  return VecGather::NONE;
 }
 
 int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
@@ -551,7 +552,7 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     launch_chained(gather_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
     return;
   }
-  if (vec_gather_kind(p) == 1) {
+  if (vec_gather_kind(p) == VecGather::ROW) {
     launch_chained(gather_row_vec_kernel, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
     return;
   }
@@ -565,7 +566,7 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     launch_chained(gather_block_kernel, grid, 32 * kBlockGroupsPerCta, 0, stream, p);
     return;
   }
-  if (vec_gather_kind(p) == 0) {
+  if (vec_gather_kind(p) == VecGather::VEC) {
     launch_chained(gather_vec_kernel, vec_grid(max_rows * (p.K / 8)), kVecThreads, 0, stream, p);
     return;
   }
@@ -578,7 +579,7 @@ bool plan_gather_fused_applies(const GatherParams& p, int64_t slots) {
   // The amax of router-weighted rows (TENSOR_DYNAMIC with the weight on the input) reads the plan
   // before the gather, so that call keeps the plan kernel.
   const bool amax_needs_plan = p.quant == Fp8Quant::TENSOR_DYNAMIC && p.on_input;
-  return slots >= 1 && slots <= kFusedPlanSlots && !amax_needs_plan && vec_gather_kind(p) >= 0;
+  return slots >= 1 && slots <= kFusedPlanSlots && !amax_needs_plan && vec_gather_kind(p) != VecGather::NONE;
 }
 
 void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
@@ -587,7 +588,7 @@ void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, 
     throw Error("plan + gather in one kernel: the call is not one plan_gather_fused_applies() accepts (slots " +
                 std::to_string(slots) + ", K " + std::to_string(p.K) + ")");
   const SmallPlanArgs a{ids, emap, static_cast<int>(slots), E, num_global, plan};
-  if (vec_gather_kind(p) == 1)
+  if (vec_gather_kind(p) == VecGather::ROW)
     launch_chained(plan_gather_row_vec_kernel, row_grid(slots), row_threads8(p.K), 0, stream, a, p);
   else
     launch_chained(plan_gather_vec_kernel, vec_grid(slots * (p.K / 8)), kVecThreads, 0, stream, a, p);

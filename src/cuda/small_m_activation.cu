@@ -52,6 +52,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
   const int64_t chunks = k / C::kElems;
   const uint8_t* brow[kWarpRows] = {b + (static_cast<int64_t>(e) * p.R + gi) * k * kBytes,
                                     b + (static_cast<int64_t>(e) * p.R + ui) * k * kBytes};
+  const bool ok[kWarpRows] = {nok, nok};
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   const bool fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
   const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
@@ -66,33 +67,8 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
       for (int j = 0; j < kRowBatch; ++j) acc[i][j] = 0.0f;
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       uint4 w[kUnroll][kWarpRows];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + L * u;
-#pragma unroll
-        for (int i = 0; i < kWarpRows; ++i)
-          w[u][i] = (c < chunks && nok) ? __ldg(reinterpret_cast<const uint4*>(brow[i] + c * C::kElems * kBytes))
-                                        : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + L * u;
-        if (c >= chunks) break;
-        float wf[kWarpRows][C::kElems];
-#pragma unroll
-        for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
-#pragma unroll
-        for (int j = 0; j < kRowBatch; ++j) {
-          if (j >= nr) break;
-          const uint4 av = __ldg(reinterpret_cast<const uint4*>(ar + (j * k + c * C::kElems) * kBytes));
-          float af[C::kElems];
-          C::to_float(av, af);
-#pragma unroll
-          for (int i = 0; i < kWarpRows; ++i)
-#pragma unroll
-            for (int q = 0; q < C::kElems; ++q) acc[i][j] = fmaf(wf[i][q], af[q], acc[i][j]);
-        }
-      }
+      load_pass<L>(w, brow, ok, c0, chunks);
+      fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
     }
 #pragma unroll
     for (int j = 0; j < kRowBatch; ++j) {
@@ -100,9 +76,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
       float h[kWarpRows];
 #pragma unroll
       for (int i = 0; i < kWarpRows; ++i) {
-        h[i] = acc[i][j];
-#pragma unroll
-        for (int o = L / 2; o > 0; o >>= 1) h[i] += __shfl_xor_sync(0xffffffffu, h[i], o);
+        h[i] = group_sum<L>(acc[i][j]);
       }
       if (sl == 0 && nok) {
         const int64_t r = row0 + r0 + j;
@@ -124,15 +98,10 @@ void launch_op(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_t
   const dim3 grid(static_cast<unsigned>((p.N + per_block - 1) / per_block), active), block(kWarps * 32);
   const auto* a = static_cast<const uint8_t*>(g.a);
   const auto* b = static_cast<const uint8_t*>(g.b);
-  auto go = [&](auto kernel) {
-    launch_chained(kernel, grid, block, 0, stream, a, b, g.k, g.groups, g.expert_offsets, p);
-  };
-  switch (L) {
-    case 4: go(small_m_activation_kernel<OP, 4>); break;
-    case 8: go(small_m_activation_kernel<OP, 8>); break;
-    case 16: go(small_m_activation_kernel<OP, 16>); break;
-    default: go(small_m_activation_kernel<OP, 32>); break;
-  }
+  with_lanes(L, [&](auto l) {
+    launch_chained(small_m_activation_kernel<OP, decltype(l)::value>, grid, block, 0, stream, a, b, g.k, g.groups,
+                   g.expert_offsets, p);
+  });
 }
 
 }  // namespace

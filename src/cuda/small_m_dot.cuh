@@ -1,13 +1,15 @@
 #pragma once
-// Pieces shared by the weight-streaming small-M kernels (small_m_gemm.cu, small_m_finalize.cu):
-// the lane layout and the conversion of 16-byte chunks to fp32. Both kernels sum one weight row
-// against one activation row in the same order (each lane over its chunks in k order, pass by
-// pass, then an xor butterfly over its L lanes), so the same row pair gives the same bits in both.
+// Pieces shared by the weight-streaming small-M kernels (small_m_gemm.cu, small_m_activation.cu,
+// small_m_finalize.cu): the lane layout, the conversion of 16-byte chunks to fp32, and the passes
+// over the weights. All three sum one weight row against one activation row through load_pass,
+// fma_pass and group_sum (each lane over its chunks in k order, pass by pass, then an xor butterfly
+// over its L lanes), so the same row pair gives the same bits in every one of them.
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda/grouped_gemm.hpp"
 
@@ -63,6 +65,67 @@ struct Chunk<Operand::FP8> {
     }
   }
 };
+
+// One pass of weight loads: chunks c0 + L * u (u < kUnroll) of the lane group's kWarpRows weight
+// rows (row i starts at rows[i]), zero past the row's end or where ok[i] is false.
+template <int L>
+__device__ __forceinline__ void load_pass(uint4 (&w)[kUnroll][kWarpRows], const uint8_t* const (&rows)[kWarpRows],
+                                          const bool (&ok)[kWarpRows], int64_t c0, int64_t chunks) {
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t c = c0 + L * u;
+#pragma unroll
+    for (int i = 0; i < kWarpRows; ++i)
+      w[u][i] = (c < chunks && ok[i]) ? __ldg(reinterpret_cast<const uint4*>(rows[i] + c * 16))
+                                      : make_uint4(0, 0, 0, 0);
+  }
+}
+
+// Multiplies one pass of weights (load_pass at c0) with nr <= RB activation rows (row j starts at
+// a + j * row_bytes) into acc[i][j]: chunk by chunk in k order, one fmaf per product.
+template <Operand OP, int L, int RB>
+__device__ __forceinline__ void fma_pass(float (&acc)[kWarpRows][RB], const uint4 (&w)[kUnroll][kWarpRows],
+                                         const uint8_t* a, int64_t row_bytes, int nr, int64_t c0, int64_t chunks) {
+  using C = Chunk<OP>;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t c = c0 + L * u;
+    if (c >= chunks) break;
+    float wf[kWarpRows][C::kElems];
+#pragma unroll
+    for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
+#pragma unroll
+    for (int j = 0; j < RB; ++j) {
+      if (j >= nr) break;
+      const uint4 av = __ldg(reinterpret_cast<const uint4*>(a + j * row_bytes + c * 16));
+      float af[C::kElems];
+      C::to_float(av, af);
+#pragma unroll
+      for (int i = 0; i < kWarpRows; ++i)
+#pragma unroll
+        for (int q = 0; q < C::kElems; ++q) acc[i][j] = fmaf(wf[i][q], af[q], acc[i][j]);
+    }
+  }
+}
+
+// The sum of v over the L lanes of the caller's lane group (every lane of the warp must call it).
+template <int L>
+__device__ __forceinline__ float group_sum(float v) {
+#pragma unroll
+  for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// Calls f(std::integral_constant<int, L>{}) for the lanes per row L = 4, 8, 16 or 32 (launchers).
+template <class F>
+void with_lanes(int L, F&& f) {
+  switch (L) {
+    case 4: f(std::integral_constant<int, 4>{}); break;
+    case 8: f(std::integral_constant<int, 8>{}); break;
+    case 16: f(std::integral_constant<int, 16>{}); break;
+    default: f(std::integral_constant<int, 32>{}); break;
+  }
+}
 
 // Lanes per weight row: the smallest power of two >= 4 whose first pass (L * kUnroll chunks)
 // covers the row, 32 for rows longer than one pass of the warp.

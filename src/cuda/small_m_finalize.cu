@@ -25,7 +25,6 @@ namespace fusedmoe::cuda {
 namespace {
 
 using namespace small_m;
-constexpr int kMaxSlots = 64;  // finalize_supports_topk
 
 // a: [rows, k] GEMM2 operand; b: [E, n, k] weights (n = hidden K of the layer, k = N).
 template <Operand OP, int L, int S>
@@ -39,23 +38,12 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uin
   constexpr int kWarpCols = kWarpRows * (32 / L);      // columns of one warp
   constexpr int kBlockCols = kGroups * kWarpCols;
   extern __shared__ float ys[];                         // [topk][kBlockCols]
-  __shared__ int32_t rows_s[kMaxSlots];
-  __shared__ int32_t experts_s[kMaxSlots];
-  __shared__ float weights_s[kMaxSlots];
-  __shared__ float factor_s[kMaxSlots];
+  __shared__ TokenSlots slots;
 
   const int64_t t = blockIdx.y;
   const int topk = static_cast<int>(p.topk);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  for (int s = threadIdx.x; s < topk; s += blockDim.x) {
-    const int64_t i = t * p.topk + s;
-    const int32_t r = p.slot_row[i];
-    const int32_t e = r >= 0 ? p.row_expert[r] : 0;
-    rows_s[s] = r;
-    experts_s[s] = e;
-    weights_s[s] = p.on_input ? 1.0f : p.topk_weights[i];
-    factor_s[s] = slot_factor(p, r, e, a_tensor);
-  }
+  slots.load(p, t, a_tensor);
   __syncthreads();
 
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = lane % L;
@@ -67,44 +55,22 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uin
 #pragma unroll
   for (int i = 0; i < kWarpRows; ++i) nok[i] = n0 + i < n;
   for (int s = warp % S; s < topk; s += S) {
-    const int32_t r = rows_s[s];
+    const int32_t r = slots.row[s];
     if (r < 0) continue;  // the same s on every lane of the warp
-    const uint8_t* bw = b + (static_cast<int64_t>(experts_s[s]) * n + n0) * k * kBytes;
-    const uint8_t* ar = a + static_cast<int64_t>(r) * k * kBytes;
-    float acc[kWarpRows];
+    const uint8_t* bw = b + (static_cast<int64_t>(slots.expert[s]) * n + n0) * k * kBytes;
+    const uint8_t* brow[kWarpRows];
 #pragma unroll
-    for (int i = 0; i < kWarpRows; ++i) acc[i] = 0.0f;
+    for (int i = 0; i < kWarpRows; ++i) brow[i] = bw + i * k * kBytes;
+    const uint8_t* ar = a + static_cast<int64_t>(r) * k * kBytes;
+    float acc[kWarpRows][1] = {};
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       uint4 w[kUnroll][kWarpRows];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + L * u;
-#pragma unroll
-        for (int i = 0; i < kWarpRows; ++i)
-          w[u][i] = (c < chunks && nok[i]) ? __ldg(reinterpret_cast<const uint4*>(bw + (i * k + c * C::kElems) * kBytes))
-                                           : make_uint4(0, 0, 0, 0);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + L * u;
-        if (c >= chunks) break;
-        float wf[kWarpRows][C::kElems];
-#pragma unroll
-        for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
-        const uint4 av = __ldg(reinterpret_cast<const uint4*>(ar + c * C::kElems * kBytes));
-        float af[C::kElems];
-        C::to_float(av, af);
-#pragma unroll
-        for (int i = 0; i < kWarpRows; ++i)
-#pragma unroll
-          for (int q = 0; q < C::kElems; ++q) acc[i] = fmaf(wf[i][q], af[q], acc[i]);
-      }
+      load_pass<L>(w, brow, nok, c0, chunks);
+      fma_pass<OP, L>(acc, w, ar, 0, 1, c0, chunks);
     }
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i) {
-      float v = acc[i];
-#pragma unroll
-      for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+      const float v = group_sum<L>(acc[i][0]);
       if (sl == 0) ys[s * kBlockCols + jw + i] = v;
     }
   }
@@ -115,8 +81,8 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uin
     if (c >= n) break;
     float out = 0.0f;
     for (int s = 0; s < topk; ++s) {
-      if (rows_s[s] < 0) continue;
-      out = add_slot(p, out, ys[s * kBlockCols + j], weights_s[s], factor_s[s], experts_s[s], c);
+      if (slots.row[s] < 0) continue;
+      out = add_slot(p, out, ys[s * kBlockCols + j], slots.weight[s], slots.factor[s], slots.expert[s], c);
     }
     store_from_float(p.out, p.out_dtype, t * n + c, out);
   }
@@ -153,12 +119,7 @@ void launch_s(const GroupedGemmArgs& g, const FinalizeParams& p, cudaStream_t st
 template <Operand OP>
 void launch_l(const GroupedGemmArgs& g, const FinalizeParams& p, cudaStream_t stream) {
   const int64_t elem = OP == Operand::FP8 ? 1 : 2;
-  switch (lanes_per_row(g.k * elem / 16)) {
-    case 4: launch_s<OP, 4>(g, p, stream); break;
-    case 8: launch_s<OP, 8>(g, p, stream); break;
-    case 16: launch_s<OP, 16>(g, p, stream); break;
-    default: launch_s<OP, 32>(g, p, stream); break;
-  }
+  with_lanes(lanes_per_row(g.k * elem / 16), [&](auto l) { launch_s<OP, decltype(l)::value>(g, p, stream); });
 }
 
 }  // namespace
@@ -166,7 +127,7 @@ void launch_l(const GroupedGemmArgs& g, const FinalizeParams& p, cudaStream_t st
 bool small_m_finalize_applies(const GroupedGemmArgs& g2, const FinalizeParams& p) {
   // Where GEMM2 would take the small-M path and the finalize is a plain top-k sum of fp32 y.
   // (Whether it pays is small_m_fusion_pays(), the caller's choice.)
-  return small_m_gemm_applies(g2) && p.M >= 1 && p.M <= 65535 && p.topk >= 1 && p.topk <= kMaxSlots &&
+  return small_m_gemm_applies(g2) && p.M >= 1 && p.M <= 65535 && p.topk >= 1 && p.topk <= kMaxTokenSlots &&
          p.K == g2.n && p.dq.kind != Dequant::GENERIC;
 }
 

@@ -58,19 +58,14 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
   const int64_t chunks = k / C::kElems;  // k * kBytes is a multiple of 16 (TMA shape check)
   const uint8_t* bw = b + (static_cast<int64_t>(work ? e : 0) * n + n0) * k * kBytes;
   bool nok[kWarpRows];
+  const uint8_t* brow[kWarpRows];
 #pragma unroll
-  for (int i = 0; i < kWarpRows; ++i) nok[i] = n0 + i < n;
+  for (int i = 0; i < kWarpRows; ++i) {
+    nok[i] = n0 + i < n;
+    brow[i] = bw + i * k * kBytes;
+  }
   uint4 w[kUnroll][kWarpRows];
-  auto load_weights = [&](int64_t c0) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = c0 + L * u;
-#pragma unroll
-      for (int i = 0; i < kWarpRows; ++i)
-        w[u][i] = (c < chunks && nok[i]) ? __ldg(reinterpret_cast<const uint4*>(bw + (i * k + c * C::kElems) * kBytes))
-                                         : make_uint4(0, 0, 0, 0);
-    }
-  };
+  auto load_weights = [&](int64_t c0) { load_pass<L>(w, brow, nok, c0, chunks); };
   if (work) load_weights(sl);  // the first pass of the first row batch
   if (kEarly) chain_wait();
   if (!work) return;
@@ -86,34 +81,14 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
 
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       if (r0 != 0 || c0 != sl) load_weights(c0);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int64_t c = c0 + L * u;
-        if (c >= chunks) break;
-        float wf[kWarpRows][C::kElems];
-#pragma unroll
-        for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
-#pragma unroll
-        for (int j = 0; j < kRowBatch; ++j) {
-          if (j >= nr) break;
-          const uint4 av = __ldg(reinterpret_cast<const uint4*>(ar + (j * k + c * C::kElems) * kBytes));
-          float af[C::kElems];
-          C::to_float(av, af);
-#pragma unroll
-          for (int i = 0; i < kWarpRows; ++i)
-#pragma unroll
-            for (int q = 0; q < C::kElems; ++q) acc[i][j] = fmaf(wf[i][q], af[q], acc[i][j]);
-        }
-      }
+      fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
     }
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i)
 #pragma unroll
       for (int j = 0; j < kRowBatch; ++j) {
         if (j >= nr) break;
-        float v = acc[i][j];
-#pragma unroll
-        for (int o = L / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        const float v = group_sum<L>(acc[i][j]);
         if (sl == 0 && nok[i]) {
           d[(row0 + r0 + j) * n + n0 + i] = v;
         }
@@ -121,34 +96,21 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
   }
 }
 
-}  // namespace
-
-namespace {
-
 template <Operand OP>
 void launch_op(const GroupedGemmArgs& g, int L, unsigned active, cudaStream_t stream) {
   const auto* a = static_cast<const uint8_t*>(g.a);
   const auto* b = static_cast<const uint8_t*>(g.b);
   const int64_t per_block = static_cast<int64_t>(kWarps) * kWarpRows * (32 / L);
   const dim3 grid(static_cast<unsigned>((g.n + per_block - 1) / per_block), active), block(kWarps * 32);
-  auto go = [&](auto kernel) {
-    launch_chained(kernel, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups, g.expert_offsets);
-  };
-  if (!g.offsets_final_at_launch) {
-    switch (L) {
-      case 4: go(small_m_gemm_kernel<OP, 4, false>); break;
-      case 8: go(small_m_gemm_kernel<OP, 8, false>); break;
-      case 16: go(small_m_gemm_kernel<OP, 16, false>); break;
-      default: go(small_m_gemm_kernel<OP, 32, false>); break;
-    }
-    return;
-  }
-  switch (L) {
-    case 4: go(small_m_gemm_kernel<OP, 4, true>); break;
-    case 8: go(small_m_gemm_kernel<OP, 8, true>); break;
-    case 16: go(small_m_gemm_kernel<OP, 16, true>); break;
-    default: go(small_m_gemm_kernel<OP, 32, true>); break;
-  }
+  with_lanes(L, [&](auto l) {
+    constexpr int kL = decltype(l)::value;
+    if (g.offsets_final_at_launch)
+      launch_chained(small_m_gemm_kernel<OP, kL, true>, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups,
+                     g.expert_offsets);
+    else
+      launch_chained(small_m_gemm_kernel<OP, kL, false>, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups,
+                     g.expert_offsets);
+  });
 }
 
 }  // namespace
