@@ -407,7 +407,7 @@ class CudaBackend final : public BackendImpl {
     const float* tw = args.topk_weights.ptr<const float>();
 
     mark(0);
-    // ---- permute ----
+    // ---- the parameters of the permute, GEMM1 and activation stages (nothing launched yet) ----
     GatherParams gp;
     gp.x = args.hidden_states.data;
     gp.x_dtype = args.hidden_states.dtype;
@@ -423,38 +423,11 @@ class CudaBackend final : public BackendImpl {
     gp.row_scale = b.row_scale1;
     gp.block = {b.block_scale1, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     if (quant1_ == Fp8Quant::NVFP4) gp.nvfp4_input_scale = weights_.w13_input_scale.ptr<const float>();
-    const int32_t* ids = args.topk_ids.ptr<const int32_t>();
-    const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
-    // Decode-sized calls: the plan inside the gather kernel (one launch less).
-    const bool plan_in_gather = args.hidden_states.dtype != DType::F8_E4M3 && plan_gather_fused_applies(gp, slots);
-    if (!plan_in_gather) launch_plan(ids, emap, slots, E, p.num_global_experts, b.plan, stream);
     TensorScale scale1;
     if (quant1_ == Fp8Quant::TENSOR_STATIC) scale1 = {weights_.w13_input_scale.ptr<const float>(), false};
-    if (quant1_ == Fp8Quant::TENSOR_DYNAMIC) {
-      scale1 = {b.amax1, true};
-      launch_gemm1_amax(gp, M, slots, b.amax1, stream);  // after the plan: the weighted rows' amax reads it
-    }
+    if (quant1_ == Fp8Quant::TENSOR_DYNAMIC) scale1 = {b.amax1, true};
     gp.scale = scale1;
-    if (args.hidden_states.dtype == DType::F8_E4M3) {
-      // Pre-quantised fp8-block inputs: copy codes and scales (quantized_input.cu).
-      PrequantGatherParams pq;
-      pq.x = args.hidden_states.ptr<const uint8_t>();
-      pq.x_scale = args.hidden_states_scale.ptr<const float>();
-      pq.K = K;
-      pq.topk = topk;
-      pq.row_slot = b.plan.row_slot;
-      pq.rows = rows;
-      pq.out = static_cast<uint8_t*>(b.a1);
-      pq.block = gp.block;
-      launch_gather_prequantized(pq, slots, stream);
-    } else if (plan_in_gather) {
-      launch_plan_gather(ids, emap, slots, E, p.num_global_experts, b.plan, gp, stream);
-    } else {
-      launch_gather(gp, slots, stream);
-    }
-    mark(1);
-
-    // ---- GEMM1 ----
+    // GEMM1
     GroupedGemmArgs g1;
     g1.op = op_;
     g1.a = b.a1;
@@ -466,7 +439,6 @@ class CudaBackend final : public BackendImpl {
     g1.expert_offsets = b.plan.expert_offsets;
     g1.tile_offsets = b.plan.tile_offsets;
     g1.max_rows = slots;
-    g1.offsets_final_at_launch = !plan_in_gather;  // else the small-M GEMM waits before reading them
     g1.workspace = b.gemm_ws;
     g1.workspace_bytes = gemm_ws_bytes_;
     g1.sm_count = sm_count_;
@@ -477,7 +449,7 @@ class CudaBackend final : public BackendImpl {
     // and 1-11% (fp8) faster at M >= 1024 but raised the worst error against the float64 oracle
     // from 2e-4 to 5e-3 (bf16) and from 5e-3 to 2.6e-2 (fp8-tensor), and were removed.
 
-    // ---- activation ----
+    // activation
     ActivationParams ap;
     ap.h = b.h;
     ap.R = R;
@@ -507,7 +479,43 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::NVFP4) ap.nvfp4_input_scale = weights_.w2_input_scale.ptr<const float>();
     // The decode fusions, where the kernels can do the call and fusing pays (small_m_fusion_pays).
     const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
-    if (fuse && path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap)) {
+    const bool gemm1_fused = fuse && path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap);
+    // The plan inside the gather kernel (one launch less) only in front of the fused GEMM1 +
+    // activation, which waits before it reads the plan anyway. In front of the small-M GEMM1 the
+    // plan must be two kernels back, or that GEMM waits before its first weight loads
+    // (offsets_final_at_launch), and the layer measured 1.6-3.4% slower (fp8-channel, Mixtral
+    // M = 2; bench/results/2026-11-21-h100-5be2e5d-plan-gather-race-fix).
+    const bool plan_in_gather = gemm1_fused && args.hidden_states.dtype != DType::F8_E4M3 &&
+                                plan_gather_fused_applies(gp, slots);
+    g1.offsets_final_at_launch = !plan_in_gather;
+
+    // ---- permute ----
+    const int32_t* ids = args.topk_ids.ptr<const int32_t>();
+    const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
+    if (!plan_in_gather) launch_plan(ids, emap, slots, E, p.num_global_experts, b.plan, stream);
+    if (quant1_ == Fp8Quant::TENSOR_DYNAMIC)
+      launch_gemm1_amax(gp, M, slots, b.amax1, stream);  // after the plan: the weighted rows' amax reads it
+    if (args.hidden_states.dtype == DType::F8_E4M3) {
+      // Pre-quantised fp8-block inputs: copy codes and scales (quantized_input.cu).
+      PrequantGatherParams pq;
+      pq.x = args.hidden_states.ptr<const uint8_t>();
+      pq.x_scale = args.hidden_states_scale.ptr<const float>();
+      pq.K = K;
+      pq.topk = topk;
+      pq.row_slot = b.plan.row_slot;
+      pq.rows = rows;
+      pq.out = static_cast<uint8_t*>(b.a1);
+      pq.block = gp.block;
+      launch_gather_prequantized(pq, slots, stream);
+    } else if (plan_in_gather) {
+      launch_plan_gather(ids, emap, slots, E, p.num_global_experts, b.plan, gp, stream);
+    } else {
+      launch_gather(gp, slots, stream);
+    }
+    mark(1);
+
+    // ---- GEMM1 and activation ----
+    if (gemm1_fused) {
       // Decode-sized calls on the small-M path: GEMM1 and the activation in one kernel (no h); its
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
       small_m_gemm1_activation(g1, ap, stream);
@@ -529,6 +537,7 @@ class CudaBackend final : public BackendImpl {
     g2.k = N;
     g2.a_scale = b.block_scale2;
     g2.b_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
+    g2.offsets_final_at_launch = true;  // the plan is two or more kernels back (at least GEMM1 between)
 
     // ---- finalize ----
     FinalizeParams fp;

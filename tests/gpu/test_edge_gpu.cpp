@@ -183,37 +183,42 @@ TEST(EdgeGpu, TwoRunsBitwiseIdentical) {
 // Decode-sized calls chain their kernels with PDL, and the routing plan is built inside the gather
 // kernel: a kernel that read the plan before its chain_wait() would see the previous call's plan.
 // Two routings alternate on one workspace and one stream with no synchronisation between the
-// calls; every output must equal that routing's own result. E = 16 at M = 2, top-4 keeps the
-// unfused small-M GEMM1 (whose weight loads start before its wait) behind the plan + gather.
+// calls; every output must equal that routing's own result. At M = 2, top-4: E = 16 takes the
+// unfused small-M GEMM1 (whose weight loads start before its wait), E = 64 the decode fusions
+// (bf16: the plan inside the gather, then the fused GEMM1 + activation).
 TEST(EdgeGpu, AlternatingRoutingsBackToBack) {
   FMOE_REQUIRE_GPU();
   cudaStream_t stream;
   FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL}) {
-    Case c = base_case(f, 131);
-    c.M = 2;
-    c.E = 16;
-    c.topk = 4;
-    c.K = 512;
-    c.N = 256;
-    Case cb = c;
-    cb.seed = 132;
-    const LayerFile lf = make_layer(c);
-    const Inputs a = make_inputs(c, c.E), b = make_inputs(cb, c.E);
-    DeviceLayer dl(lf);
-    Layer layer(lf.config, dl.weights);
-    const HostTensor ref_a = run_gpu(layer, a, stream), ref_b = run_gpu(layer, b, stream);
-    DeviceRun ra(layer, a), rb(layer, b);
-    ra.args.stream = rb.args.stream = stream;
-    rb.args.workspace = ra.args.workspace;  // one workspace: the plan of the previous call is there
-    for (int it = 0; it < 50; ++it) {
-      ra.poison(stream);
-      rb.poison(stream);
-      layer.run(ra.args);
-      layer.run(rb.args);
-      FMOE_CUDA(cudaStreamSynchronize(stream));
-      ASSERT_TRUE(test::bitwise_equal(ref_a, ra.result(a))) << format_name(f) << " routing A, iteration " << it;
-      ASSERT_TRUE(test::bitwise_equal(ref_b, rb.result(b))) << format_name(f) << " routing B, iteration " << it;
+    for (int64_t E : {16, 64}) {
+      Case c = base_case(f, 131);
+      c.M = 2;
+      c.E = E;
+      c.topk = 4;
+      c.K = 512;
+      c.N = 256;
+      Case cb = c;
+      cb.seed = 132;
+      const LayerFile lf = make_layer(c);
+      const Inputs a = make_inputs(c, c.E), b = make_inputs(cb, c.E);
+      DeviceLayer dl(lf);
+      Layer layer(lf.config, dl.weights);
+      const HostTensor ref_a = run_gpu(layer, a, stream), ref_b = run_gpu(layer, b, stream);
+      DeviceRun ra(layer, a), rb(layer, b);
+      ra.args.stream = rb.args.stream = stream;
+      rb.args.workspace = ra.args.workspace;  // one workspace: the plan of the previous call is there
+      for (int it = 0; it < 50; ++it) {
+        ra.poison(stream);
+        rb.poison(stream);
+        layer.run(ra.args);
+        layer.run(rb.args);
+        FMOE_CUDA(cudaStreamSynchronize(stream));
+        ASSERT_TRUE(test::bitwise_equal(ref_a, ra.result(a)))
+            << format_name(f) << " E=" << E << " routing A, iteration " << it;
+        ASSERT_TRUE(test::bitwise_equal(ref_b, rb.result(b)))
+            << format_name(f) << " E=" << E << " routing B, iteration " << it;
+      }
     }
   }
   FMOE_CUDA(cudaStreamDestroy(stream));
