@@ -2,7 +2,8 @@
 // replaces (small-M GEMM1, then the activation kernel) on the same inputs: the same bytes of
 // GEMM2's operand for every gated activation, both gate/up orders, halves and interleaved,
 // bias, tensor dequant, bf16 / fp16 conversion and static fp8 quantisation, short and long rows,
-// an expert with more rows than one pass (9 > 8) and experts without rows.
+// an expert with more rows than one pass (9 > 8) and experts without rows; each kernel variant
+// (one-pass blocks, the persistent ring at 2-4 stages and on tiny grids).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -115,10 +116,10 @@ TEST_P(SmallMActivation, SameBytesAsGemmThenActivation) {
   }
   ASSERT_TRUE(cuda::small_m_activation_applies(g, p)) << "the case must take the fused path";
 
-  auto run = [&](bool fused) {
+  auto run = [&](bool fused, cuda::SmallMActivationKernel kernel = {}) {
     FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));  // poison (not a valid output pattern)
     if (fused) {
-      cuda::small_m_gemm1_activation(g, p, nullptr);
+      cuda::small_m_gemm1_activation(g, p, nullptr, kernel);
     } else {
       cuda::small_m_grouped_gemm(g, nullptr);
       cuda::launch_activation(p, rows, nullptr);
@@ -129,11 +130,40 @@ TEST_P(SmallMActivation, SameBytesAsGemmThenActivation) {
     return h;
   };
   const auto unfused = run(false);
-  const auto fused = run(true);
-  for (size_t i = 0; i < fused.size(); ++i)
-    ASSERT_EQ(unfused[i], fused[i]) << "byte " << i << " (row " << i / elem / c.N << ", output "
-                                    << (i / elem) % c.N << ")";
-  ASSERT_EQ(fused, run(true)) << "two fused runs differ";
+  // Every kernel variant: the one-pass blocks (ring_stages 0), the persistent ring at each depth,
+  // and the ring on grids of 1 and 3 blocks, where every warp walks many items (rows batches of
+  // several experts, passes that wrap around the ring between items).
+  const cuda::SmallMActivationKernel variants[] = {{0, 0}, {2, 0}, {3, 0}, {4, 0}, {3, 1}, {2, 3}, {4, 3}};
+  for (const auto& v : variants) {
+    SCOPED_TRACE("ring_stages " + std::to_string(v.ring_stages) + ", max_blocks " + std::to_string(v.max_blocks));
+    const auto fused = run(true, v);
+    for (size_t i = 0; i < fused.size(); ++i)
+      ASSERT_EQ(unfused[i], fused[i]) << "byte " << i << " (row " << i / elem / c.N << ", output "
+                                      << (i / elem) % c.N << ")";
+    ASSERT_EQ(fused, run(true, v)) << "two fused runs differ";
+  }
+}
+
+TEST(SmallMActivationArgs, RefusesBadKernelChoice) {
+  FMOE_REQUIRE_GPU();
+  // An applicable call (nothing is launched: the choice is checked first).
+  cuda::GroupedGemmArgs g;
+  g.op = Operand::BF16;
+  g.k = 256;
+  g.n = 64;
+  g.groups = 4;
+  g.max_rows = 1;
+  ActivationParams p;
+  p.op = Operand::BF16;
+  p.R = 64;
+  p.N = 32;
+  p.act = Activation::SILU;
+  ASSERT_TRUE(cuda::small_m_activation_applies(g, p));
+  EXPECT_THROW(cuda::small_m_gemm1_activation(g, p, nullptr, {5, 0}), Error);
+  EXPECT_THROW(cuda::small_m_gemm1_activation(g, p, nullptr, {1, 0}), Error);
+  EXPECT_THROW(cuda::small_m_gemm1_activation(g, p, nullptr, {3, -1}), Error);
+  g.max_rows = 5;  // more rows than experts: not the small-M path
+  EXPECT_THROW(cuda::small_m_gemm1_activation(g, p, nullptr), Error);
 }
 
 // K = 256 fp8 rows of 256 B (4 lanes per row), 768 (fp8 8 / bf16 32 lanes: a partial pass), 2048
