@@ -37,35 +37,3 @@ __device__ __forceinline__ int active_expert(const int32_t* offsets, int groups,
 }
 
 }  // namespace fusedmoe::cuda
-
-namespace fusedmoe::cuda {
-
-// Every expert that has rows, in expert order, into list[0 .. count) (shared memory, at most
-// kMax entries; the small-M paths have at most kSmallMMaxRows rows, so at most that many
-// experts with rows). Block-wide, returns count (min(experts with rows, kMax)) to every thread,
-// list complete on return.
-template <int kWarps, int kMax>
-__device__ __forceinline__ int active_expert_list(const int32_t* offsets, int groups, int* list) {
-  __shared__ int warp_counts[kWarps];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  int seen = 0;
-  for (int base = 0; base < groups; base += kWarps * 32) {
-    const int e = base + static_cast<int>(threadIdx.x);
-    const bool has = e < groups && __ldcg(offsets + e + 1) > __ldcg(offsets + e);
-    const unsigned m = __ballot_sync(0xffffffffu, has);
-    if (lane == 0) warp_counts[warp] = __popc(m);
-    __syncthreads();
-    int before = seen, total = seen;
-    for (int w = 0; w < kWarps; ++w) {
-      if (w < warp) before += warp_counts[w];
-      total += warp_counts[w];
-    }
-    const int pos = before + __popc(m & ((1u << lane) - 1u));
-    if (has && pos < kMax) list[pos] = e;
-    __syncthreads();  // warp_counts is rewritten by the next step
-    seen = total;
-  }
-  return seen < kMax ? seen : kMax;
-}
-
-}  // namespace fusedmoe::cuda
