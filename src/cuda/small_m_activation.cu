@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
 constexpr int kMmaOuts = 8;    // activation outputs per block (MMA rows: 8 gate + 8 up)
 constexpr int kMmaUnroll = 4;  // k-blocks per lane in flight (3 x 16-byte loads each)
 
-// KS warps per block split the k-blocks of the block's 16 weight rows into KS contiguous ranges.
+// KS warps per block split the k-blocks of the block's 16 weight rows (interleaved runs, below).
 template <Operand OP, int KS>
 __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const uint8_t* __restrict__ a,
                                                                          const uint8_t* __restrict__ b, int64_t k,
@@ -116,8 +116,7 @@ __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const u
   int64_t gi = 0, ui = 0;
   if (nok) gate_up_columns(p, n, gi, ui);
   const int64_t row_bytes = k * kBytes;  // a multiple of 16 (small_m_gemm_applies)
-  const int64_t kblocks = (row_bytes + kKBlockBytes - 1) / kKBlockBytes, per = (kblocks + KS - 1) / KS;
-  const int64_t kb0 = warp * per, kb1 = kb0 + per < kblocks ? kb0 + per : kblocks;
+  const int64_t kblocks = (row_bytes + kKBlockBytes - 1) / kKBlockBytes;
   const uint8_t* wg = b + (static_cast<int64_t>(e) * p.R + gi) * row_bytes + 16 * t;
   const uint8_t* wu = b + (static_cast<int64_t>(e) * p.R + ui) * row_bytes + 16 * t;
   const int64_t row0 = offsets[e], rows = offsets[e + 1] - row0;
@@ -129,19 +128,22 @@ __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const u
     const bool xok = tok0 + g < rows;
     const uint8_t* xr = a + (row0 + (xok ? tok0 + g : 0)) * row_bytes + 16 * t;
     float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int64_t kb = kb0; kb < kb1; kb += kMmaUnroll) {
+    // Warp w takes the runs of kMmaUnroll k-blocks w, w + KS, ...: the block's warps, running
+    // side by side, read KS * 256 contiguous bytes of each of its 16 rows at a time (contiguous
+    // ranges per warp, 256-byte pieces of 16 rows far apart, were 24-46% slower for bf16).
+    for (int64_t kb = static_cast<int64_t>(warp) * kMmaUnroll; kb < kblocks; kb += KS * kMmaUnroll) {
       uint4 wl[kMmaUnroll], wh[kMmaUnroll], xv[kMmaUnroll];
 #pragma unroll
       for (int u = 0; u < kMmaUnroll; ++u) {
         const int64_t off = (kb + u) * kKBlockBytes;
-        const bool in = kb + u < kb1 && off + 16 * t < row_bytes;
+        const bool in = off + 16 * t < row_bytes;
         wl[u] = load16_stream(wg + off, in && nok);
         wh[u] = load16_stream(wu + off, in && nok);
         xv[u] = load16_or_zero(xr + off, in && xok);
       }
 #pragma unroll
       for (int u = 0; u < kMmaUnroll; ++u)
-        if (kb + u < kb1) mma_kblock<OP>(c, wl[u], wh[u], xv[u]);
+        if (kb + u < kblocks) mma_kblock<OP>(c, wl[u], wh[u], xv[u]);
     }
 #pragma unroll
     for (int q = 0; q < 4; ++q) part[warp][q][lane] = c[q];

@@ -3,16 +3,20 @@
 // GEMM2's operand for every gated activation, both gate/up orders, halves and interleaved,
 // bias, tensor dequant, bf16 / fp16 conversion and static fp8 quantisation, short and long rows,
 // an expert with more rows than one pass (9 > 8) and experts without rows. The tensor-core
-// kernel (the default) is checked against the same pair to within one step of the output type.
+// kernel (the default) is checked against the same pair to within one step of the output type
+// (or 2^-10 of the largest output).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "cuda/grouped_gemm.hpp"
+#include "fusedmoe/codecs.hpp"
 #include "cuda/moe_kernels.hpp"
 #include "cuda/small_m_activation.hpp"
 #include "gpu/gpu_test_util.hpp"
@@ -137,20 +141,32 @@ TEST_P(SmallMActivation, SameBytesAsGemmThenActivation) {
   ASSERT_EQ(fused, run(true)) << "two fused runs differ";
 
   // The tensor-core kernel sums in the MMA's order: every output within one step of the output
-  // type (adjacent bf16 / fp16 / e4m3 codes of the same sign; either side of zero only between
-  // the two smallest magnitudes), and the same bytes on a second run.
+  // type (adjacent bf16 / fp16 / e4m3 codes of the same sign) or within 2^-10 of the largest
+  // output (cancellation in gate or up: a tiny result several steps apart), and the same bytes
+  // on a second run.
   const auto mma = run(true, true);
   const int64_t outputs = static_cast<int64_t>(mma.size() / elem);
+  auto value = [&](const std::vector<uint8_t>& v, int64_t i) {
+    if (elem == 1) return e4m3_to_float(v[i]);
+    uint16_t b = 0;
+    std::memcpy(&b, &v[i * 2], 2);
+    return c.op == Operand::BF16 ? bf16_bits_to_float(b) : fp16_bits_to_float(b);
+  };
+  float largest = 0.0f;
+  for (int64_t i = 0; i < outputs; ++i) largest = std::max(largest, std::fabs(value(unfused, i)));
   int64_t differ = 0;
   for (int64_t i = 0; i < outputs; ++i) {
     uint32_t x = 0, y = 0;
     std::memcpy(&x, &unfused[i * elem], elem);
     std::memcpy(&y, &mma[i * elem], elem);
-    const uint32_t sign = elem == 1 ? 0x80u : 0x8000u, mag = sign - 1u;
-    const int64_t dx = x & mag, dy = y & mag;
-    const bool ok = (x & sign) == (y & sign) ? (dx > dy ? dx - dy : dy - dx) <= 1 : dx <= 1 && dy <= 1;
-    ASSERT_TRUE(ok) << "output " << i << " (row " << i / c.N << ", output " << i % c.N << "): FMA kernel 0x"
-                    << std::hex << x << ", MMA kernel 0x" << y;
+    const uint32_t sign = elem == 1 ? 0x80u : 0x8000u;
+    const int64_t dx = x & (sign - 1u), dy = y & (sign - 1u);
+    const bool step = (x & sign) == (y & sign) && (dx > dy ? dx - dy : dy - dx) <= 1;
+    const float vx = value(unfused, i), vy = value(mma, i);
+    ASSERT_TRUE(std::isfinite(vy)) << "output " << i;
+    ASSERT_TRUE(step || std::fabs(vx - vy) <= largest / 1024.0f)
+        << "output " << i << " (row " << i / c.N << ", output " << i % c.N << "): FMA kernel " << vx << " (0x"
+        << std::hex << x << "), MMA kernel " << vy << " (0x" << y << ")";
     differ += x != y;
   }
   EXPECT_LT(differ, outputs / 4 + 1) << "the MMA kernel differs from the FMA sums in more than a quarter of outputs";
