@@ -10,15 +10,17 @@ namespace fusedmoe::cuda {
 // Whether the fused kernel takes this GEMM1 (the small-M path's shapes) and this activation
 // (gated, R == 2N, bf16 / fp16 conversion or static per-tensor fp8, dequant NONE or TENSOR).
 bool small_m_activation_applies(const GroupedGemmArgs& g1, const ActivationParams& p);
-// Which kernel small_m_gemm1_activation launches (run() uses the default; tests pin each one).
-struct SmallMActivationKernel {
-  // true: tensor cores (mma.sync), sums in the MMA's order, so within rounding of the FMA
-  // kernel's bits; false: fp32 FMAs, the same bits as small_m_grouped_gemm + launch_activation.
-  bool mma = true;
-};
+// Which kernel small_m_gemm1_activation launches (run() uses AUTO; tests pin each one).
+//   FMA: fp32 FMAs, the same bits as small_m_grouped_gemm + launch_activation.
+//   MMA: tensor cores (mma.sync), sums in the MMA's order: within rounding of the FMA kernel.
+//   AUTO: MMA for fp8 operands, FMA for bf16 / fp16. Measured on an H100 (2026-11-21,
+//   bench/results/2026-11-21-h100-small-m-mma-ab): fp8 layers 8-10% faster at M = 1 on Qwen3 /
+//   DeepSeek-V3 TP8 (the FMA kernel converts every e4m3 value to fp32: ~900 instructions per warp
+//   per 4 KB), even on Mixtral / DeepSeek-V3 TP1; bf16 6-35% slower.
+enum class SmallMActivationKernel { AUTO, FMA, MMA };
 
 // p.out = activation(GEMM1): p.h is not used.
 void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,
-                              SmallMActivationKernel kernel = {});
+                              SmallMActivationKernel kernel = SmallMActivationKernel::AUTO);
 
 }  // namespace fusedmoe::cuda

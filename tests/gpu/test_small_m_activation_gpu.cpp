@@ -3,7 +3,7 @@
 // GEMM2's operand for every gated activation, both gate/up orders, halves and interleaved,
 // bias, tensor dequant, bf16 / fp16 conversion and static fp8 quantisation, short and long rows,
 // an expert with more rows than one pass (9 > 8) and experts without rows. The tensor-core
-// kernel (the default) is checked against the same pair to within one step of the output type
+// kernel (the default for fp8) is checked against the same pair to within one step of the output type
 // (or 2^-10 of the largest output).
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -121,9 +121,10 @@ TEST_P(SmallMActivation, SameBytesAsGemmThenActivation) {
   ASSERT_TRUE(cuda::small_m_activation_applies(g, p)) << "the case must take the fused path";
 
   auto run = [&](bool fused, bool mma = false) {
+    using K = cuda::SmallMActivationKernel;
     FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));  // poison (not a valid output pattern)
     if (fused) {
-      cuda::small_m_gemm1_activation(g, p, nullptr, {mma});
+      cuda::small_m_gemm1_activation(g, p, nullptr, mma ? K::MMA : K::FMA);
     } else {
       cuda::small_m_grouped_gemm(g, nullptr);
       cuda::launch_activation(p, rows, nullptr);
