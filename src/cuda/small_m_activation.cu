@@ -219,7 +219,7 @@ void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams&
     throw Error("small-M GEMM1 + activation: the call is not one small_m_activation_applies() accepts (k = " +
                 std::to_string(g1.k) + ", rows " + std::to_string(g1.max_rows) + ")");
   const bool mma = kernel == SmallMActivationKernel::MMA ||
-                   (kernel == SmallMActivationKernel::AUTO && g1.op == Operand::FP8);
+                   (kernel == SmallMActivationKernel::AUTO && g1.op == Operand::FP8 && p.N <= kSmallMMmaMaxN);
   switch (g1.op) {
     case Operand::BF16: mma ? launch_mma<Operand::BF16>(g1, p, stream) : launch_op<Operand::BF16>(g1, p, stream); break;
     case Operand::FP16: mma ? launch_mma<Operand::FP16>(g1, p, stream) : launch_op<Operand::FP16>(g1, p, stream); break;
