@@ -9,6 +9,11 @@
 // (activation_math.cuh). Same bits as small-M GEMM1 + the activation kernel; one kernel, no h.
 // Blocks over (output blocks, active experts) as small_m_gemm_kernel; up to 8 rows per expert
 // share each pass over the weights.
+//
+// Two kernels: small_m_activation_kernel (fp32 FMAs, the same bits as the unfused pair) and
+// small_m_activation_mma_kernel (tensor cores, small_m_mma.cuh: the MMA's rows g / g + 8 are the
+// gate / up rows of output g of the block, so one lane ends with both sums of its output for two
+// activation rows; the block's warps split k and their sums are added in warp order).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -21,6 +26,7 @@
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/small_m_activation.hpp"
 #include "cuda/small_m_dot.cuh"
+#include "cuda/small_m_mma.cuh"
 
 namespace fusedmoe::cuda {
 namespace {
@@ -89,6 +95,100 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
   }
 }
 
+constexpr int kMmaOuts = 8;    // activation outputs per block (MMA rows: 8 gate + 8 up)
+constexpr int kMmaUnroll = 4;  // k-blocks per lane in flight (3 x 16-byte loads each)
+
+// KS warps per block split the k-blocks of the block's 16 weight rows (interleaved runs, below).
+template <Operand OP, int KS>
+__global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const uint8_t* __restrict__ a,
+                                                                         const uint8_t* __restrict__ b, int64_t k,
+                                                                         int groups,
+                                                                         const int32_t* __restrict__ offsets,
+                                                                         ActivationParams p) {
+  chain_wait();
+  constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
+  __shared__ float part[KS][4][32];  // each warp's C fragment, for the fixed-order sum over warps
+  const int e = active_expert<KS>(offsets, groups, blockIdx.y);
+  if (e < 0) return;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
+  const int64_t n = static_cast<int64_t>(blockIdx.x) * kMmaOuts + g;  // this lane's output (rows g, g + 8)
+  const bool nok = n < p.N;
+  int64_t gi = 0, ui = 0;
+  if (nok) gate_up_columns(p, n, gi, ui);
+  const int64_t row_bytes = k * kBytes;  // a multiple of 16 (small_m_gemm_applies)
+  const int64_t kblocks = (row_bytes + kKBlockBytes - 1) / kKBlockBytes;
+  const uint8_t* wg = b + (static_cast<int64_t>(e) * p.R + gi) * row_bytes + 16 * t;
+  const uint8_t* wu = b + (static_cast<int64_t>(e) * p.R + ui) * row_bytes + 16 * t;
+  const int64_t row0 = offsets[e], rows = offsets[e + 1] - row0;
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  const bool fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
+  const float s_out = fp8 ? tensor_scale_value(p.scale) : 1.0f;
+
+  for (int64_t tok0 = 0; tok0 < rows; tok0 += 8) {
+    const bool xok = tok0 + g < rows;
+    const uint8_t* xr = a + (row0 + (xok ? tok0 + g : 0)) * row_bytes + 16 * t;
+    float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // Warp w takes the runs of kMmaUnroll k-blocks w, w + KS, ...: the block's warps, running
+    // side by side, read KS * 256 contiguous bytes of each of its 16 rows at a time (contiguous
+    // ranges per warp, 256-byte pieces of 16 rows far apart, were 24-46% slower for bf16).
+    for (int64_t kb = static_cast<int64_t>(warp) * kMmaUnroll; kb < kblocks; kb += KS * kMmaUnroll) {
+      uint4 wl[kMmaUnroll], wh[kMmaUnroll], xv[kMmaUnroll];
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u) {
+        const int64_t off = (kb + u) * kKBlockBytes;
+        const bool in = off + 16 * t < row_bytes;
+        wl[u] = load16_stream(wg + off, in && nok);
+        wh[u] = load16_stream(wu + off, in && nok);
+        xv[u] = load16_or_zero(xr + off, in && xok);
+      }
+#pragma unroll
+      for (int u = 0; u < kMmaUnroll; ++u)
+        if (kb + u < kblocks) mma_kblock<OP>(c, wl[u], wh[u], xv[u]);
+    }
+#pragma unroll
+    for (int q = 0; q < 4; ++q) part[warp][q][lane] = c[q];
+    __syncthreads();
+    if (warp == 0) {
+      float h[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        h[q] = part[0][q][lane];
+#pragma unroll
+        for (int w = 1; w < KS; ++w) h[q] += part[w][q][lane];
+      }
+      // C fragment: h[j] = gate sum, h[2 + j] = up sum of output n for activation row tok0 + 2t + j.
+#pragma unroll
+      for (int j = 0; j < 2; ++j) {
+        const int64_t tok = tok0 + 2 * t + j;
+        if (!nok || tok >= rows) continue;
+        const int64_t r = row0 + tok;
+        const float ds = row_factor(p, r, e, a_tensor);
+        const float v = round_to(p.act_dtype, gated(p, fix_h(p, h[j], ds, r, e, gi), fix_h(p, h[2 + j], ds, r, e, ui)));
+        if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s_out);
+        else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
+      }
+    }
+    __syncthreads();  // part is rewritten by the next row batch
+  }
+}
+
+template <Operand OP>
+void launch_mma(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_t stream) {
+  const unsigned active = static_cast<unsigned>(g.max_rows < g.groups ? g.max_rows : g.groups);
+  const int64_t blocks = (p.N + kMmaOuts - 1) / kMmaOuts;
+  const dim3 grid(static_cast<unsigned>(blocks), active);
+  const auto* a = static_cast<const uint8_t*>(g.a);
+  const auto* b = static_cast<const uint8_t*>(g.b);
+  // Few blocks (Qwen3: 96 per expert, DeepSeek-V3 TP8: 32): 8 warps split k, so that enough
+  // loads are in flight; otherwise 4.
+  if (blocks * active < 2048)
+    launch_chained(small_m_activation_mma_kernel<OP, 8>, grid, dim3(8 * 32), 0, stream, a, b, g.k, g.groups,
+                   g.expert_offsets, p);
+  else
+    launch_chained(small_m_activation_mma_kernel<OP, 4>, grid, dim3(4 * 32), 0, stream, a, b, g.k, g.groups,
+                   g.expert_offsets, p);
+}
+
 template <Operand OP>
 void launch_op(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_t stream) {
   const int64_t elem = OP == Operand::FP8 ? 1 : 2;
@@ -113,14 +213,17 @@ bool small_m_activation_applies(const GroupedGemmArgs& g1, const ActivationParam
          g1.n == p.R && (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR);
 }
 
-void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream) {
+void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,
+                              SmallMActivationKernel kernel) {
   if (!small_m_activation_applies(g1, p))
     throw Error("small-M GEMM1 + activation: the call is not one small_m_activation_applies() accepts (k = " +
                 std::to_string(g1.k) + ", rows " + std::to_string(g1.max_rows) + ")");
+  const bool mma = kernel == SmallMActivationKernel::MMA ||
+                   (kernel == SmallMActivationKernel::AUTO && g1.op == Operand::FP8 && p.N <= kSmallMMmaMaxN);
   switch (g1.op) {
-    case Operand::BF16: launch_op<Operand::BF16>(g1, p, stream); break;
-    case Operand::FP16: launch_op<Operand::FP16>(g1, p, stream); break;
-    default: launch_op<Operand::FP8>(g1, p, stream); break;
+    case Operand::BF16: mma ? launch_mma<Operand::BF16>(g1, p, stream) : launch_op<Operand::BF16>(g1, p, stream); break;
+    case Operand::FP16: mma ? launch_mma<Operand::FP16>(g1, p, stream) : launch_op<Operand::FP16>(g1, p, stream); break;
+    default: mma ? launch_mma<Operand::FP8>(g1, p, stream) : launch_op<Operand::FP8>(g1, p, stream); break;
   }
 }
 
