@@ -34,6 +34,24 @@ namespace {
 using namespace small_m;
 constexpr int kRowBatch = 8;
 
+// The epilogue of both kernels: activation output n of row r (expert e) from the gate and up
+// sums of GEMM1 (columns gi, ui), dequantised, biased, activated, rounded, converted or quantised.
+struct ActivationStore {
+  float a_tensor, s;
+  bool fp8;
+  __device__ explicit ActivationStore(const ActivationParams& p)
+      : a_tensor(p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f),
+        s(p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f),
+        fp8(p.quant == Fp8Quant::TENSOR_STATIC) {}
+  __device__ __forceinline__ void operator()(const ActivationParams& p, int64_t r, int e, int64_t n, int64_t gi,
+                                             int64_t ui, float gate, float up) const {
+    const float ds = row_factor(p, r, e, a_tensor);
+    const float v = round_to(p.act_dtype, gated(p, fix_h(p, gate, ds, r, e, gi), fix_h(p, up, ds, r, e, ui)));
+    if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
+    else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
+  }
+};
+
 // a: [rows, k] GEMM1 operand; b: [E, R, k] weights; p: the activation of GEMM1's output.
 template <Operand OP, int L>
 __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const uint8_t* __restrict__ a,
@@ -59,9 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
   const uint8_t* brow[kWarpRows] = {b + (static_cast<int64_t>(e) * p.R + gi) * k * kBytes,
                                     b + (static_cast<int64_t>(e) * p.R + ui) * k * kBytes};
   const bool ok[kWarpRows] = {nok, nok};
-  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  const bool fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
-  const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
+  const ActivationStore store(p);
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBatch) {
     const int nr = static_cast<int>(rows - r0 < kRowBatch ? rows - r0 : kRowBatch);
@@ -84,13 +100,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
       for (int i = 0; i < kWarpRows; ++i) {
         h[i] = group_sum<L>(acc[i][j]);
       }
-      if (sl == 0 && nok) {
-        const int64_t r = row0 + r0 + j;
-        const float ds = row_factor(p, r, e, a_tensor);
-        const float v = round_to(p.act_dtype, gated(p, fix_h(p, h[0], ds, r, e, gi), fix_h(p, h[1], ds, r, e, ui)));
-        if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
-        else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
-      }
+      if (sl == 0 && nok) store(p, row0 + r0 + j, e, n, gi, ui, h[0], h[1]);
     }
   }
 }
@@ -120,9 +130,7 @@ __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const u
   const uint8_t* wg = b + (static_cast<int64_t>(e) * p.R + gi) * row_bytes + 16 * t;
   const uint8_t* wu = b + (static_cast<int64_t>(e) * p.R + ui) * row_bytes + 16 * t;
   const int64_t row0 = offsets[e], rows = offsets[e + 1] - row0;
-  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  const bool fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
-  const float s_out = fp8 ? tensor_scale_value(p.scale) : 1.0f;
+  const ActivationStore store(p);
 
   for (int64_t tok0 = 0; tok0 < rows; tok0 += 8) {
     const bool xok = tok0 + g < rows;
@@ -160,12 +168,7 @@ __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const u
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int64_t tok = tok0 + 2 * t + j;
-        if (!nok || tok >= rows) continue;
-        const int64_t r = row0 + tok;
-        const float ds = row_factor(p, r, e, a_tensor);
-        const float v = round_to(p.act_dtype, gated(p, fix_h(p, h[j], ds, r, e, gi), fix_h(p, h[2 + j], ds, r, e, ui)));
-        if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s_out);
-        else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
+        if (nok && tok < rows) store(p, row0 + tok, e, n, gi, ui, h[j], h[2 + j]);
       }
     }
     __syncthreads();  // part is rewritten by the next row batch

@@ -4,8 +4,9 @@
 //
 // The FMA kernels (small_m_dot.cuh) spend ~900 instructions per warp on 4 KB of weights (convert
 // every value to fp32, one fmaf per product): ncu at M = 1 (Qwen3 fp8, H100) showed them
-// latency-bound at 12 cycles per issued instruction with 16 warps per SM, DRAM at 39% of peak.
-// With mma.sync the same 4 KB take a few dozen instructions.
+// latency-bound at 12 cycles per issued instruction with 16 warps per SM, DRAM at 39% of peak
+// (bench/results/2026-11-21-h100-small-m-ring-rejected). With mma.sync no value is converted to
+// fp32 and one instruction takes 16 x 8 x 16 (32 for e4m3) products.
 //
 // Fragments (PTX ISA, mma.m16n8k16 for 16-bit, m16n8k32 for e4m3): lane (g = lane / 4,
 // t = lane % 4) holds A words for rows g and g + 8 and B words for column g, at logical k

@@ -184,7 +184,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ActCase{Operand::BF16, Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, 768, 256},
                       ActCase{Operand::FP8, Activation::SILU, false, GateUpOrder::GATE_UP, false, 768, 2048},
                       ActCase{Operand::FP8, Activation::SWIGLUOAI, false, GateUpOrder::UP_GATE, true, 100, 256},
-                      ActCase{Operand::FP8, Activation::GELU, true, GateUpOrder::GATE_UP, false, 384, 768}),
+                      ActCase{Operand::FP8, Activation::GELU, true, GateUpOrder::GATE_UP, false, 384, 768},
+                      // N = 1280: 160 output blocks x 13 experts' bound >= 2048 blocks, the MMA
+                      // kernel's 4-warp variant (the cases above take the 8-warp one).
+                      ActCase{Operand::FP8, Activation::SILU, false, GateUpOrder::GATE_UP, true, 1280, 256},
+                      ActCase{Operand::BF16, Activation::SILU, true, GateUpOrder::UP_GATE, false, 1280, 768}),
     [](const auto& info) { return name_of(info.param); });
 
 }  // namespace
