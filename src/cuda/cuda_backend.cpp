@@ -556,8 +556,10 @@ class CudaBackend final : public BackendImpl {
     fp.out_dtype = args.output.dtype;
     // Decode-sized calls on the small-M path: GEMM2 and finalize in one kernel (no y); its time
     // is the GEMM2 stage of run_timed() and the finalize stage reads 0.
-    if (fuse && path2_ == GemmPath::SM90_TMA && small_m_finalize_applies(g2, fp)) {
-      small_m_gemm2_finalize(g2, fp, stream);
+    const bool block2 = path2_ == GemmPath::SM90_FP8_BLOCK;
+    if (fuse && (path2_ == GemmPath::SM90_TMA || (block2 && small_m_block_scales_ok(g2))) &&
+        small_m_finalize_applies(g2, fp)) {
+      small_m_gemm2_finalize(g2, fp, stream, block2);
       mark(4);
       mark(5);
       return;

@@ -92,7 +92,11 @@ inline bool small_m_fusion_pays(int64_t tokens, int64_t topk, int64_t experts) {
   return tokens == 1 || (tokens > 1 && (tokens - 1) * topk * 8 <= experts);
 }
 bool small_m_gemm_applies(const GroupedGemmArgs& a);
-void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
+// fp8-block on the small-M path: fp8 operands, n and k multiples of 128, a_scale and b_scale set.
+bool small_m_block_scales_ok(const GroupedGemmArgs& a);
+// block_scaled: the SM90_FP8_BLOCK problem (a_scale / b_scale applied per 128-wide k block, D
+// dequantised), which needs small_m_block_scales_ok().
+void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool block_scaled = false);
 
 const char* gemm_path_name(GemmPath p);
 // Whether the SM90 instances of this operand type were compiled (FUSEDMOE_SKIP_GPU_FORMATS).

@@ -27,10 +27,17 @@ namespace {
 using namespace small_m;
 
 // a: [rows, k] GEMM2 operand; b: [E, n, k] weights (n = hidden K of the layer, k = N).
-template <Operand OP, int L, int S>
+// kBlock (fp8-block): blk.a_scale / blk.b_scale as GroupedGemmArgs (the activation scales in the
+// BLOCK layout, found through the expert offsets), applied per 128-wide k block (fma_pass_block).
+struct BlockArgs {
+  const int32_t* offsets;
+  const float* a_scale;
+  const float* b_scale;
+};
+template <Operand OP, int L, int S, bool kBlock>
 __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uint8_t* __restrict__ a,
                                                                        const uint8_t* __restrict__ b, int64_t n,
-                                                                       int64_t k, FinalizeParams p) {
+                                                                       int64_t k, FinalizeParams p, BlockArgs blk) {
   chain_wait();
   using C = Chunk<OP>;
   constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
@@ -63,10 +70,20 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uin
     for (int i = 0; i < kWarpRows; ++i) brow[i] = bw + i * k * kBytes;
     const uint8_t* ar = a + static_cast<int64_t>(r) * k * kBytes;
     float acc[kWarpRows][1] = {};
+    BlockScalesRef sc{};
+    if constexpr (kBlock) {
+      // Row r of expert e: column r - row0 of the expert's [k / 128, rows_e] activation scales;
+      // lane groups past n read the last row block's weight scales (in bounds, unused).
+      const int32_t e = slots.expert[s];
+      const int64_t row0 = blk.offsets[e], rows_e = blk.offsets[e + 1] - row0, kblocks = k / 128;
+      const int64_t nb = (n0 < n ? n0 : n - 1) / 128;
+      sc = {blk.a_scale + row0 * kblocks + (r - row0), rows_e, blk.b_scale + (e * (n / 128) + nb) * kblocks};
+    }
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       uint4 w[kUnroll][kWarpRows];
       load_pass<L>(w, brow, nok, c0, chunks);
-      fma_pass<OP, L>(acc, w, ar, 0, 1, c0, chunks);
+      if constexpr (kBlock) fma_pass_block<L>(acc, w, ar, 0, 1, c0, chunks, sc);
+      else fma_pass<OP, L>(acc, w, ar, 0, 1, c0, chunks);
     }
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i) {
@@ -96,30 +113,32 @@ int slot_warps(int64_t topk) {
   return s;
 }
 
-template <Operand OP, int L, int S>
+template <Operand OP, int L, int S, bool kBlock>
 void launch_fused(const GroupedGemmArgs& g, const FinalizeParams& p, cudaStream_t stream) {
   constexpr int kBlockCols = (kWarps / S) * kWarpRows * (32 / L);
   // topk * kBlockCols floats: at most 8 KB (S = 8: 64 slots x 16 columns; fewer slots, more columns)
   const size_t smem = static_cast<size_t>(p.topk) * kBlockCols * sizeof(float);
   const dim3 grid(static_cast<unsigned>((g.n + kBlockCols - 1) / kBlockCols), static_cast<unsigned>(p.M));
-  launch_chained(small_m_finalize_kernel<OP, L, S>, grid, dim3(kWarps * 32), smem, stream,
-                 static_cast<const uint8_t*>(g.a), static_cast<const uint8_t*>(g.b), g.n, g.k, p);
+  const BlockArgs blk{g.expert_offsets, g.a_scale, g.b_scale};
+  launch_chained(small_m_finalize_kernel<OP, L, S, kBlock>, grid, dim3(kWarps * 32), smem, stream,
+                 static_cast<const uint8_t*>(g.a), static_cast<const uint8_t*>(g.b), g.n, g.k, p, blk);
 }
 
-template <Operand OP, int L>
+template <Operand OP, int L, bool kBlock>
 void launch_s(const GroupedGemmArgs& g, const FinalizeParams& p, cudaStream_t stream) {
   switch (slot_warps(p.topk)) {
-    case 1: launch_fused<OP, L, 1>(g, p, stream); break;
-    case 2: launch_fused<OP, L, 2>(g, p, stream); break;
-    case 4: launch_fused<OP, L, 4>(g, p, stream); break;
-    default: launch_fused<OP, L, 8>(g, p, stream); break;
+    case 1: launch_fused<OP, L, 1, kBlock>(g, p, stream); break;
+    case 2: launch_fused<OP, L, 2, kBlock>(g, p, stream); break;
+    case 4: launch_fused<OP, L, 4, kBlock>(g, p, stream); break;
+    default: launch_fused<OP, L, 8, kBlock>(g, p, stream); break;
   }
 }
 
-template <Operand OP>
+template <Operand OP, bool kBlock = false>
 void launch_l(const GroupedGemmArgs& g, const FinalizeParams& p, cudaStream_t stream) {
   const int64_t elem = OP == Operand::FP8 ? 1 : 2;
-  with_lanes(lanes_per_row(g.k * elem / 16), [&](auto l) { launch_s<OP, decltype(l)::value>(g, p, stream); });
+  with_lanes(lanes_per_row(g.k * elem / 16),
+             [&](auto l) { launch_s<OP, decltype(l)::value, kBlock>(g, p, stream); });
 }
 
 }  // namespace
@@ -131,15 +150,19 @@ bool small_m_finalize_applies(const GroupedGemmArgs& g2, const FinalizeParams& p
          p.K == g2.n && p.dq.kind != Dequant::GENERIC;
 }
 
-void small_m_gemm2_finalize(const GroupedGemmArgs& g2, const FinalizeParams& p, cudaStream_t stream) {
-  if (!small_m_finalize_applies(g2, p))
+void small_m_gemm2_finalize(const GroupedGemmArgs& g2, const FinalizeParams& p, cudaStream_t stream,
+                            bool block_scaled) {
+  if (!small_m_finalize_applies(g2, p) || (block_scaled && !small_m_block_scales_ok(g2)))
     throw Error("small-M GEMM2 + finalize: the call is not one small_m_finalize_applies() accepts (k = " +
                 std::to_string(g2.k) + ", rows " + std::to_string(g2.max_rows) + ", topk " + std::to_string(p.topk) +
-                ")");
+                (block_scaled ? ", fp8-block: n and k multiples of 128 and both scale arrays" : "") + ")");
   switch (g2.op) {
     case Operand::BF16: launch_l<Operand::BF16>(g2, p, stream); break;
     case Operand::FP16: launch_l<Operand::FP16>(g2, p, stream); break;
-    default: launch_l<Operand::FP8>(g2, p, stream); break;
+    default:
+      if (block_scaled) launch_l<Operand::FP8, true>(g2, p, stream);
+      else launch_l<Operand::FP8>(g2, p, stream);
+      break;
   }
 }
 

@@ -30,11 +30,15 @@ namespace {
 using namespace small_m;
 constexpr int kRowBatch = 8;  // activation rows multiplied per pass over the weights
 
-template <Operand OP, int L, bool kEarly>
+// kBlock (fp8-block, SM90_FP8_BLOCK): a_scale / b_scale as GroupedGemmArgs, each 128-wide k block's
+// partial sums scaled (fma_pass_block), D dequantised; n and k multiples of 128.
+template <Operand OP, int L, bool kEarly, bool kBlock>
 __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t* __restrict__ a,
                                                                    const uint8_t* __restrict__ b, float* __restrict__ d,
                                                                    int64_t n, int64_t k, int groups,
-                                                                   const int32_t* __restrict__ offsets) {
+                                                                   const int32_t* __restrict__ offsets,
+                                                                   const float* __restrict__ a_scale,
+                                                                   const float* __restrict__ b_scale) {
   // kEarly (GroupedGemmArgs::offsets_final_at_launch): before chain_wait() (chained_launch.cuh)
   // this kernel reads only what is final when it starts: the expert offsets, written by the plan
   // kernel at least two chained kernels earlier (so complete before this one could launch; read
@@ -81,7 +85,14 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
 
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       if (r0 != 0 || c0 != sl) load_weights(c0);
-      fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
+      if constexpr (kBlock) {
+        // Weight rows past n (nok false) read the last row block's scales: in bounds, unused.
+        const int64_t kblocks = k / 128, nb = (n0 < n ? n0 : n - 1) / 128;
+        const BlockScalesRef sc{a_scale + row0 * kblocks + r0, rows, b_scale + (e * (n / 128) + nb) * kblocks};
+        fma_pass_block<L>(acc, w, ar, k, nr, c0, chunks, sc);
+      } else {
+        fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
+      }
     }
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i)
@@ -96,7 +107,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
   }
 }
 
-template <Operand OP>
+template <Operand OP, bool kBlock>
 void launch_op(const GroupedGemmArgs& g, int L, unsigned active, cudaStream_t stream) {
   const auto* a = static_cast<const uint8_t*>(g.a);
   const auto* b = static_cast<const uint8_t*>(g.b);
@@ -105,11 +116,11 @@ void launch_op(const GroupedGemmArgs& g, int L, unsigned active, cudaStream_t st
   with_lanes(L, [&](auto l) {
     constexpr int kL = decltype(l)::value;
     if (g.offsets_final_at_launch)
-      launch_chained(small_m_gemm_kernel<OP, kL, true>, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups,
-                     g.expert_offsets);
+      launch_chained(small_m_gemm_kernel<OP, kL, true, kBlock>, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups,
+                     g.expert_offsets, g.a_scale, g.b_scale);
     else
-      launch_chained(small_m_gemm_kernel<OP, kL, false>, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups,
-                     g.expert_offsets);
+      launch_chained(small_m_gemm_kernel<OP, kL, false, kBlock>, grid, block, 0, stream, a, b, g.d, g.n, g.k,
+                     g.groups, g.expert_offsets, g.a_scale, g.b_scale);
   });
 }
 
@@ -125,19 +136,29 @@ bool small_m_gemm_applies(const GroupedGemmArgs& a) {
          reinterpret_cast<uintptr_t>(a.b) % 16 == 0;
 }
 
-void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream) {
+bool small_m_block_scales_ok(const GroupedGemmArgs& a) {
+  return a.op == Operand::FP8 && a.n % 128 == 0 && a.k % 128 == 0 && a.a_scale != nullptr && a.b_scale != nullptr;
+}
+
+void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool block_scaled) {
   // The kernel's 16-byte loads: refuse (never read misaligned) what small_m_gemm_applies() rules out.
   const int64_t elem = args.op == Operand::FP8 ? 1 : 2;
   if (args.op == Operand::FP32 || (args.k * elem) % 16 != 0 || reinterpret_cast<uintptr_t>(args.a) % 16 != 0 ||
       reinterpret_cast<uintptr_t>(args.b) % 16 != 0)
     throw Error("small-M grouped GEMM: needs bf16 / fp16 / fp8 operands with rows of a multiple of 16 bytes and "
                 "16-byte aligned A and B (k = " + std::to_string(args.k) + ")");
+  if (block_scaled && !small_m_block_scales_ok(args))
+    throw Error("small-M grouped GEMM (fp8-block): needs fp8 operands, n and k multiples of 128 and both block "
+                "scale arrays (n = " + std::to_string(args.n) + ", k = " + std::to_string(args.k) + ")");
   const unsigned active = static_cast<unsigned>(args.max_rows < args.groups ? args.max_rows : args.groups);
   const int L = lanes_per_row(args.k * elem / 16);
   switch (args.op) {
-    case Operand::BF16: launch_op<Operand::BF16>(args, L, active, stream); break;
-    case Operand::FP16: launch_op<Operand::FP16>(args, L, active, stream); break;
-    default: launch_op<Operand::FP8>(args, L, active, stream); break;
+    case Operand::BF16: launch_op<Operand::BF16, false>(args, L, active, stream); break;
+    case Operand::FP16: launch_op<Operand::FP16, false>(args, L, active, stream); break;
+    default:
+      if (block_scaled) launch_op<Operand::FP8, true>(args, L, active, stream);
+      else launch_op<Operand::FP8, false>(args, L, active, stream);
+      break;
   }
 }
 

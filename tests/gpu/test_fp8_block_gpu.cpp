@@ -252,6 +252,31 @@ TEST(Fp8BlockEdgeGpu, OneToken) {
   }
 }
 
+// Decode sizes on the small-M path (block scales inside the weight-streaming kernels): M = 1 and
+// 2 take GEMM2 + finalize fused ((M - 1) * topk * 8 <= E), M = 3 the small-M GEMMs and finalize
+// apart (12 rows <= 16); K = 512 and N = 256 keep both GEMMs' rows >= 256 bytes.
+TEST(Fp8BlockEdgeGpu, DecodeSizesOnTheSmallMPath) {
+  FMOE_REQUIRE_GPU();
+  for (int64_t M : {1, 2, 3})
+    for (int variant = 0; variant < 2; ++variant) {
+      Case c = block_case(9660 + 10 * M + variant);
+      c.M = M;
+      c.K = 512;
+      c.N = 256;
+      c.E = 32;
+      c.topk = 4;
+      if (variant == 1) {
+        c.act = Activation::SWIGLUOAI;
+        c.interleaved = true;
+        c.bias = true;
+        c.on_input = true;
+        c.w_gain = 6.0f;
+      }
+      SCOPED_TRACE("M = " + std::to_string(M) + (variant ? " swigluoai interleaved, bias, on input" : " silu"));
+      check_block(c, variant == 1);
+    }
+}
+
 TEST(Fp8BlockEdgeGpu, ExpertsWithoutTokens) {
   FMOE_REQUIRE_GPU();
   Case c = block_case(9620);

@@ -30,11 +30,13 @@ struct FusedCase {
   int64_t M, topk, K, N;  // K: hidden (GEMM2 n, output columns); N: intermediate (GEMM2 k)
   bool bias, on_input;
   DType out;
+  bool block = false;  // fp8-block: 1x128 activation / 128x128 weight scales inside the GEMM
 };
 
 std::string name_of(const FusedCase& c) {
   return std::string(c.op == Operand::BF16 ? "bf16" : c.op == Operand::FP16 ? "fp16" : "fp8") +
-         (c.dq == Dequant::TENSOR ? "_tensor" : c.dq == Dequant::CHANNEL ? "_channel" : "") + "_M" +
+         (c.dq == Dequant::TENSOR ? "_tensor" : c.dq == Dequant::CHANNEL ? "_channel" : "") +
+         (c.block ? "_block" : "") + "_M" +
          std::to_string(c.M) + "_top" + std::to_string(c.topk) + "_K" + std::to_string(c.K) + "_N" +
          std::to_string(c.N) + (c.bias ? "_bias" : "") + (c.on_input ? "_oninput" : "") +
          (c.out == DType::F32 ? "_f32" : c.out == DType::F16 ? "_f16" : "_bf16");
@@ -93,6 +95,16 @@ TEST_P(SmallMFinalize, SameBitsAsGemmThenFinalize) {
   for (auto& v : w_channel) v = ud(rng) * 0.02f;
   for (auto& v : bias) v = ud(rng) - 1.0f;
   const float a_tensor = 0.03f;
+  // fp8-block scales: activations in the BLOCK layout (expert e's rows own [N/128, rows_e]
+  // column-major from offsets[e] * N/128 on), weights [E, K/128, N/128].
+  const int64_t kbs = c.N / 128, nbs = c.K / 128;
+  std::vector<float> a_blk(c.block ? std::max<int64_t>(rows, 1) * kbs : 1), w_blk(c.block ? E * nbs * kbs : 1);
+  for (auto& v : a_blk) v = ud(rng) * 0.01f;
+  for (auto& v : w_blk) v = ud(rng) * 0.02f;
+  auto a_scale_of = [&](int64_t r, int64_t kb) {
+    const int e = row_expert[r];
+    return a_blk[offsets[e] * kbs + kb * counts[e] + (r - offsets[e])];
+  };
   auto upload = [](const auto& v) {
     DeviceBuffer b(v.size() * sizeof(v[0]));
     b.upload(v.data(), v.size() * sizeof(v[0]));
@@ -100,7 +112,8 @@ TEST_P(SmallMFinalize, SameBitsAsGemmThenFinalize) {
   };
   auto off_d = upload(offsets), slot_row_d = upload(slot_row), row_expert_d = upload(row_expert),
        topk_w_d = upload(topk_w), a_row_d = upload(a_row), w_tensor_d = upload(w_tensor),
-       w_channel_d = upload(w_channel), bias_d = upload(bias), a_tensor_d = upload(std::vector<float>{a_tensor});
+       w_channel_d = upload(w_channel), bias_d = upload(bias), a_tensor_d = upload(std::vector<float>{a_tensor}),
+       a_blk_d = upload(a_blk), w_blk_d = upload(w_blk);
   const size_t out_elem = c.out == DType::F32 ? 4 : 2;
   DeviceBuffer y_d(std::max<int64_t>(rows, 1) * c.K * 4), out1_d(c.M * c.K * out_elem), out2_d(c.M * c.K * out_elem);
 
@@ -114,6 +127,10 @@ TEST_P(SmallMFinalize, SameBitsAsGemmThenFinalize) {
   g.groups = E;
   g.expert_offsets = static_cast<const int32_t*>(off_d.get());
   g.max_rows = slots;
+  if (c.block) {
+    g.a_scale = static_cast<const float*>(a_blk_d.get());
+    g.b_scale = static_cast<const float*>(w_blk_d.get());
+  }
   FinalizeParams p;
   p.y = static_cast<const float*>(y_d.get());
   p.M = c.M;
@@ -140,9 +157,9 @@ TEST_P(SmallMFinalize, SameBitsAsGemmThenFinalize) {
     FMOE_CUDA(cudaMemset(out.get(), 0xFF, out.bytes()));  // NaN poison
     p.out = out.get();
     if (fused) {
-      cuda::small_m_gemm2_finalize(g, p, nullptr);
+      cuda::small_m_gemm2_finalize(g, p, nullptr, c.block);
     } else {
-      cuda::small_m_grouped_gemm(g, nullptr);
+      cuda::small_m_grouped_gemm(g, nullptr, c.block);
       cuda::launch_finalize(p, nullptr);
     }
     FMOE_CUDA(cudaDeviceSynchronize());
@@ -168,7 +185,8 @@ TEST_P(SmallMFinalize, SameBitsAsGemmThenFinalize) {
         const int e = slot_expert[i];
         double y = 0.0, ym = 0.0;
         for (int64_t j = 0; j < c.N; ++j) {
-          const double pr = static_cast<double>(a.values[r * c.N + j]) * w[e].values[col * c.N + j];
+          double pr = static_cast<double>(a.values[r * c.N + j]) * w[e].values[col * c.N + j];
+          if (c.block) pr *= static_cast<double>(a_scale_of(r, j / 128)) * w_blk[(e * nbs + col / 128) * kbs + j / 128];
           y += pr;
           ym += std::fabs(pr);
         }
@@ -210,7 +228,13 @@ INSTANTIATE_TEST_SUITE_P(
                       FusedCase{Operand::FP8, Dequant::TENSOR, 2, 8, 1000, 1296, true, false, DType::BF16},
                       FusedCase{Operand::FP8, Dequant::CHANNEL, 1, 6, 2048, 768, true, false, DType::F32},
                       FusedCase{Operand::FP8, Dequant::CHANNEL, 2, 1, 98, 1296, false, true, DType::BF16},
-                      FusedCase{Operand::BF16, Dequant::NONE, 1, 1, 4096, 1296, false, false, DType::F32}),
+                      FusedCase{Operand::BF16, Dequant::NONE, 1, 1, 4096, 1296, false, false, DType::F32},
+                      // fp8-block: Qwen3 (K 2048, N 768, 32 lanes per row), DeepSeek-V3 TP8 (N 256:
+                      // 4 lanes, two k blocks), bias and router weight on the input, K = 1152 (the
+                      // last column block partial).
+                      FusedCase{Operand::FP8, Dequant::NONE, 1, 8, 2048, 768, false, false, DType::F32, true},
+                      FusedCase{Operand::FP8, Dequant::NONE, 2, 8, 7168, 256, true, false, DType::BF16, true},
+                      FusedCase{Operand::FP8, Dequant::NONE, 1, 6, 1152, 384, true, true, DType::F32, true}),
     [](const auto& info) { return name_of(info.param); });
 
 }  // namespace

@@ -109,6 +109,95 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemm,
                                   std::to_string(std::get<2>(info.param));
                          });
 
+// fp8-block (small_m_grouped_gemm(..., true)): each 128-wide k block's products times the row's
+// activation scale (BLOCK layout: expert e's rows own [k/128, rows_e] column-major from
+// offsets[e] * k/128 on) and the weight block's scale ([groups, n/128, k/128]), against float64.
+// k = 2048 (32 lanes, one pass of 4 chunks per lane), 384 (8 lanes), 256 (4 lanes); n = 128 and 1280.
+class SmallMGemmBlock : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(SmallMGemmBlock, MatchesFloat64Product) {
+  FMOE_REQUIRE_GPU();
+  const auto [n, k] = GetParam();
+  const std::vector<int32_t> counts = {0, 1, 11, 0, 1, 2, 0, 1};
+  const int groups = static_cast<int>(counts.size());
+  std::vector<int32_t> offsets(groups + 1, 0);
+  for (int g = 0; g < groups; ++g) offsets[g + 1] = offsets[g] + counts[g];
+  const int64_t rows = offsets[groups], kbs = k / 128, nbs = n / 128;
+  std::mt19937 rng(static_cast<uint32_t>(n * 7 + k));
+  const Operands a = random_operand(Operand::FP8, rows * k, 1.0f, rng);
+  std::vector<Operands> b(groups);
+  const size_t expert_bytes = static_cast<size_t>(n * k);
+  DeviceBuffer a_d(a.bytes.size()), b_d(groups * expert_bytes), d_d(rows * n * 4), off_d(offsets.size() * 4);
+  a_d.upload(a.bytes.data(), a.bytes.size());
+  FMOE_CUDA(cudaMemset(b_d.get(), 0xFF, groups * expert_bytes));  // NaN: experts without rows
+  for (int e = 0; e < groups; ++e)
+    if (counts[e] > 0) {
+      b[e] = random_operand(Operand::FP8, n * k, 1.0f, rng);
+      FMOE_CUDA(cudaMemcpy(static_cast<char*>(b_d.get()) + e * expert_bytes, b[e].bytes.data(), expert_bytes,
+                           cudaMemcpyHostToDevice));
+    }
+  off_d.upload(offsets.data(), offsets.size() * 4);
+  std::uniform_real_distribution<float> ud(0.25f, 4.0f);
+  std::vector<float> sa(rows * kbs), sw(groups * nbs * kbs);
+  for (auto& v : sa) v = ud(rng) * 1e-3f;
+  for (auto& v : sw) v = ud(rng) * 1e-2f;
+  DeviceBuffer sa_d(sa.size() * 4), sw_d(sw.size() * 4);
+  sa_d.upload(sa.data(), sa.size() * 4);
+  sw_d.upload(sw.data(), sw.size() * 4);
+  cuda::GroupedGemmArgs g;
+  g.op = Operand::FP8;
+  g.a = a_d.get();
+  g.b = b_d.get();
+  g.d = static_cast<float*>(d_d.get());
+  g.n = n;
+  g.k = k;
+  g.groups = groups;
+  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
+  g.max_rows = rows;
+  g.a_scale = static_cast<const float*>(sa_d.get());
+  g.b_scale = static_cast<const float*>(sw_d.get());
+  ASSERT_TRUE(cuda::small_m_block_scales_ok(g));
+  auto run = [&] {
+    FMOE_CUDA(cudaMemset(d_d.get(), 0xFF, rows * n * 4));  // NaN poison
+    cuda::small_m_grouped_gemm(g, nullptr, true);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    std::vector<float> d(rows * n);
+    d_d.download(d.data(), d.size() * 4);
+    return d;
+  };
+  const std::vector<float> d = run();
+  for (int e = 0; e < groups; ++e)
+    for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
+      for (int64_t c = 0; c < n; ++c) {
+        double ref = 0.0, mag = 0.0;
+        for (int64_t i = 0; i < k; ++i) {
+          const double s = static_cast<double>(sa[offsets[e] * kbs + (i / 128) * counts[e] + (r - offsets[e])]) *
+                           sw[(e * nbs + c / 128) * kbs + i / 128];
+          const double pr = static_cast<double>(a.values[r * k + i]) * b[e].values[c * k + i] * s;
+          ref += pr;
+          mag += std::fabs(pr);
+        }
+        const float got = d[r * n + c];
+        ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << c << " not written";
+        ASSERT_LE(std::fabs(got - ref), 1e-5 * mag + 1e-30) << "row " << r << " col " << c << " got " << got
+                                                            << " want " << ref;
+      }
+  const std::vector<float> again = run();
+  ASSERT_EQ(0, std::memcmp(d.data(), again.data(), d.size() * 4)) << "two runs differ";
+  // Without scales, or with k not a multiple of 128, the block problem is refused.
+  g.b_scale = nullptr;
+  EXPECT_FALSE(cuda::small_m_block_scales_ok(g));
+  EXPECT_THROW(cuda::small_m_grouped_gemm(g, nullptr, true), Error);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemmBlock,
+                         ::testing::Combine(::testing::Values(int64_t{128}, int64_t{1280}),
+                                            ::testing::Values(int64_t{2048}, int64_t{384}, int64_t{256})),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_k" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
 // Rows that are not a whole number of 16-byte chunks (fp8, k = 1288) are refused, not run.
 TEST(SmallMGemmEdge, RefusesRowsNotMultipleOf16Bytes) {
   FMOE_REQUIRE_GPU();
