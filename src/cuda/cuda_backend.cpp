@@ -479,7 +479,9 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::NVFP4) ap.nvfp4_input_scale = weights_.w2_input_scale.ptr<const float>();
     // The decode fusions, where the kernels can do the call and fusing pays (small_m_fusion_pays).
     const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
-    const bool gemm1_fused = fuse && path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap);
+    const bool gemm1_fused = fuse &&
+                             (path1_ == GemmPath::SM90_TMA || (path1_ == GemmPath::SM90_FP8_BLOCK && small_m_block_pays(g1))) &&
+                             small_m_activation_applies(g1, ap);
     // The plan inside the gather kernel (one launch less) only in front of the fused GEMM1 +
     // activation, which waits before it reads the plan anyway. In front of the small-M GEMM1 the
     // plan must be two kernels back, or that GEMM waits before its first weight loads
@@ -557,7 +559,7 @@ class CudaBackend final : public BackendImpl {
     // Decode-sized calls on the small-M path: GEMM2 and finalize in one kernel (no y); its time
     // is the GEMM2 stage of run_timed() and the finalize stage reads 0.
     const bool block2 = path2_ == GemmPath::SM90_FP8_BLOCK;
-    if (fuse && (path2_ == GemmPath::SM90_TMA || (block2 && small_m_block_scales_ok(g2))) &&
+    if (fuse && (path2_ == GemmPath::SM90_TMA || (block2 && small_m_block_scales_ok(g2) && small_m_block_pays(g2))) &&
         small_m_finalize_applies(g2, fp)) {
       small_m_gemm2_finalize(g2, fp, stream, block2);
       mark(4);

@@ -94,6 +94,14 @@ inline bool small_m_fusion_pays(int64_t tokens, int64_t topk, int64_t experts) {
 bool small_m_gemm_applies(const GroupedGemmArgs& a);
 // fp8-block on the small-M path: fp8 operands, n and k multiples of 128, a_scale and b_scale set.
 bool small_m_block_scales_ok(const GroupedGemmArgs& a);
+// Whether fp8-block decode GEMMs take the small-M path: experts of at most 8 MiB of weights per
+// GEMM. Measured on an H100 (2026-11-21, bench/results/2026-11-21-h100-fp8-block-small-m): layer
+// at M = 1 / 2 Qwen3-30B-A3B (3 / 1.5 MiB) -13% / -3%, DeepSeek-V3 TP8 (3.5 / 1.75 MiB) -25% /
+// -14%; but DeepSeek-V3 TP1 (28 / 14 MiB) +4% / +10% and Mixtral (112 / 56 MiB) -10% / +18%: with
+// that many weight tiles the blockwise CUTLASS GEMM already streams them, and the small-M kernel
+// (an fp32 conversion and FMA per e4m3 product) is instruction-bound there.
+constexpr int64_t kSmallMBlockMaxExpertBytes = int64_t{8} << 20;
+inline bool small_m_block_pays(const GroupedGemmArgs& a) { return a.n * a.k <= kSmallMBlockMaxExpertBytes; }
 // block_scaled: the SM90_FP8_BLOCK problem (a_scale / b_scale applied per 128-wide k block, D
 // dequantised), which needs small_m_block_scales_ok().
 void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool block_scaled = false);

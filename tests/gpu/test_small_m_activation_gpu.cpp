@@ -191,5 +191,142 @@ INSTANTIATE_TEST_SUITE_P(
                       ActCase{Operand::BF16, Activation::SILU, true, GateUpOrder::UP_GATE, false, 1280, 768}),
     [](const auto& info) { return name_of(info.param); });
 
+// fp8-block: GEMM1 with 128x128 weight / 1x128 activation scales, then the 1x128 quantisation of
+// the activation output, which the fused kernel does across a cluster of blocks (one 128-wide
+// group per cluster). Against small-M GEMM1 (block-scaled) + the activation kernel: the same e4m3
+// codes and the same scales in the BLOCK layout, with fp32 and power-of-two (ue8m0) scales.
+struct BlockCase {
+  Activation act;
+  bool interleaved;
+  GateUpOrder order;
+  bool bias, ue8m0;
+  int64_t N, K;
+};
+
+class SmallMActivationBlock : public ::testing::TestWithParam<BlockCase> {};
+
+TEST_P(SmallMActivationBlock, SameCodesAndScalesAsGemmThenActivation) {
+  FMOE_REQUIRE_GPU();
+  const BlockCase c = GetParam();
+  const int64_t R = 2 * c.N, KB = c.K / 128, RB = R / 128, G = c.N / 128;
+  std::vector<int32_t> counts(40, 0);
+  counts[3] = 1, counts[11] = 9, counts[20] = 2, counts[39] = 1;
+  const int E = static_cast<int>(counts.size());
+  std::vector<int32_t> offsets(E + 1, 0);
+  for (int e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + counts[e];
+  const int64_t rows = offsets[E];
+  std::vector<int32_t> row_expert(rows);
+  for (int e = 0; e < E; ++e)
+    for (int32_t r = offsets[e]; r < offsets[e + 1]; ++r) row_expert[r] = e;
+  std::mt19937 rng(static_cast<uint32_t>(c.N * 13 + c.K + static_cast<int>(c.act) * 3 + c.ue8m0));
+  const Operands a = random_operand(Operand::FP8, rows * c.K, 1.0f, rng);
+  const size_t expert_bytes = static_cast<size_t>(R * c.K);
+  DeviceBuffer a_d(a.bytes.size()), w_d(E * expert_bytes);
+  a_d.upload(a.bytes.data(), a.bytes.size());
+  FMOE_CUDA(cudaMemset(w_d.get(), 0xFF, E * expert_bytes));  // NaN: experts without rows are never read
+  for (int e = 0; e < E; ++e)
+    if (counts[e] > 0) {
+      const Operands w = random_operand(Operand::FP8, R * c.K, 1.0f, rng);
+      FMOE_CUDA(cudaMemcpy(static_cast<char*>(w_d.get()) + e * expert_bytes, w.bytes.data(), expert_bytes,
+                           cudaMemcpyHostToDevice));
+    }
+  std::uniform_real_distribution<float> ud(0.25f, 4.0f), bd(-1.0f, 1.0f);
+  std::vector<float> sa(rows * KB), sw(E * RB * KB), bias(E * R);
+  for (auto& v : sa) v = ud(rng) * 1e-2f;
+  for (auto& v : sw) v = ud(rng) * 2e-3f;
+  for (auto& v : bias) v = bd(rng);
+  auto upload = [](const auto& v) {
+    DeviceBuffer b(v.size() * sizeof(v[0]));
+    b.upload(v.data(), v.size() * sizeof(v[0]));
+    return b;
+  };
+  DeviceBuffer off_d = upload(offsets), re_d = upload(row_expert), sa_d = upload(sa), sw_d = upload(sw),
+               bias_d = upload(bias), h_d(rows * R * 4), out_d(rows * c.N), scale_d(rows * G * 4);
+
+  cuda::GroupedGemmArgs g;
+  g.op = Operand::FP8;
+  g.a = a_d.get();
+  g.b = w_d.get();
+  g.d = static_cast<float*>(h_d.get());
+  g.n = R;
+  g.k = c.K;
+  g.groups = E;
+  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
+  g.max_rows = rows;
+  g.a_scale = static_cast<const float*>(sa_d.get());
+  g.b_scale = static_cast<const float*>(sw_d.get());
+  ActivationParams p;
+  p.h = static_cast<const float*>(h_d.get());
+  p.R = R;
+  p.N = c.N;
+  p.row_expert = static_cast<const int32_t*>(re_d.get());
+  p.rows = static_cast<const int32_t*>(off_d.get()) + E;
+  p.act = c.act;
+  p.order = c.order;
+  p.interleaved = c.interleaved;
+  p.bias = c.bias ? static_cast<const float*>(bias_d.get()) : nullptr;
+  p.act_dtype = DType::BF16;
+  p.out = out_d.get();
+  p.op = Operand::FP8;
+  p.quant = Fp8Quant::BLOCK;
+  p.block = {static_cast<float*>(scale_d.get()), static_cast<const int32_t*>(re_d.get()),
+             static_cast<const int32_t*>(off_d.get()), c.ue8m0};
+  ASSERT_TRUE(cuda::small_m_activation_applies(g, p)) << "the case must take the fused path";
+
+  struct Result {
+    std::vector<uint8_t> codes;
+    std::vector<float> scales;
+  };
+  auto run = [&](bool fused) {
+    FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));      // poison
+    FMOE_CUDA(cudaMemset(scale_d.get(), 0xFF, scale_d.bytes()));  // NaN
+    if (fused) {
+      cuda::small_m_gemm1_activation(g, p, nullptr);
+    } else {
+      cuda::small_m_grouped_gemm(g, nullptr, true);
+      cuda::launch_activation(p, rows, nullptr);
+    }
+    FMOE_CUDA(cudaDeviceSynchronize());
+    Result res{std::vector<uint8_t>(out_d.bytes()), std::vector<float>(rows * G)};
+    out_d.download(res.codes.data(), res.codes.size());
+    scale_d.download(res.scales.data(), res.scales.size() * 4);
+    return res;
+  };
+  const Result unfused = run(false), fused = run(true);
+  for (size_t i = 0; i < fused.scales.size(); ++i) {
+    ASSERT_TRUE(std::isfinite(fused.scales[i]) && fused.scales[i] > 0.0f) << "scale " << i << " not written";
+    ASSERT_EQ(0, std::memcmp(&unfused.scales[i], &fused.scales[i], 4))
+        << "scale " << i << ": unfused " << unfused.scales[i] << ", fused " << fused.scales[i];
+    uint32_t bits = 0;
+    std::memcpy(&bits, &fused.scales[i], 4);
+    if (c.ue8m0) ASSERT_EQ(0u, bits & 0x7fffffu) << "scale " << i << " not a power of two";
+  }
+  for (size_t i = 0; i < fused.codes.size(); ++i)
+    ASSERT_EQ(unfused.codes[i], fused.codes[i]) << "code " << i << " (row " << i / c.N << ", output " << i % c.N << ")";
+  const Result again = run(true);
+  ASSERT_EQ(fused.codes, again.codes) << "two fused runs differ";
+  ASSERT_EQ(0, std::memcmp(fused.scales.data(), again.scales.data(), fused.scales.size() * 4));
+  // The MMA kernel does not take fp8-block: asked for it, the call is refused, not run.
+  EXPECT_THROW(cuda::small_m_gemm1_activation(g, p, nullptr, cuda::SmallMActivationKernel::MMA), Error);
+}
+
+// K = 256: 4 lanes per row (clusters of 2 blocks); 512: 8 lanes (4 blocks); 768 and 2048: 16 lanes
+// (8 blocks; 2048 in two passes). N = 128: one group; 384 / 768: several clusters per expert.
+INSTANTIATE_TEST_SUITE_P(
+    Cases, SmallMActivationBlock,
+    ::testing::Values(BlockCase{Activation::SILU, false, GateUpOrder::GATE_UP, false, false, 768, 2048},
+                      BlockCase{Activation::SILU, false, GateUpOrder::GATE_UP, false, true, 384, 768},
+                      BlockCase{Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, false, 128, 256},
+                      BlockCase{Activation::GELU, false, GateUpOrder::UP_GATE, true, true, 384, 512},
+                      BlockCase{Activation::GELU_TANH, true, GateUpOrder::UP_GATE, false, false, 256, 2048}),
+    [](const auto& info) {
+      const BlockCase& c = info.param;
+      const char* act = c.act == Activation::SILU ? "silu" : c.act == Activation::GELU ? "gelu"
+                        : c.act == Activation::GELU_TANH ? "gelutanh" : "swigluoai";
+      return std::string(act) + (c.interleaved ? "_interleaved" : "") + (c.order == GateUpOrder::UP_GATE ? "_upgate" : "") +
+             (c.bias ? "_bias" : "") + (c.ue8m0 ? "_ue8m0" : "") + "_N" + std::to_string(c.N) + "_K" +
+             std::to_string(c.K);
+    });
+
 }  // namespace
 }  // namespace fusedmoe::gputest
