@@ -33,31 +33,20 @@ __device__ __forceinline__ void chain_wait() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
-// cluster_x > 1: thread-block clusters of cluster_x blocks along x (grid.x a multiple of it).
 template <typename... Params, typename... Args>
-void launch_chained_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes,
-                             cudaStream_t stream, unsigned cluster_x, Args&&... args) {
-  cudaLaunchAttribute attr[2];
+void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                    Args&&... args) {
+  cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeClusterDimension;
-  attr[1].val.clusterDim.x = cluster_x;
-  attr[1].val.clusterDim.y = 1;
-  attr[1].val.clusterDim.z = 1;
   cudaLaunchConfig_t cfg{};
   cfg.gridDim = grid;
   cfg.blockDim = block;
   cfg.dynamicSmemBytes = smem_bytes;
   cfg.stream = stream;
   cfg.attrs = attr;
-  cfg.numAttrs = cluster_x > 1 ? 2 : 1;
+  cfg.numAttrs = 1;
   FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
-}
-
-template <typename... Params, typename... Args>
-void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
-                    Args&&... args) {
-  launch_chained_clusters(kernel, grid, block, smem_bytes, stream, 1u, std::forward<Args>(args)...);
 }
 
 }  // namespace fusedmoe::cuda

@@ -479,9 +479,10 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::NVFP4) ap.nvfp4_input_scale = weights_.w2_input_scale.ptr<const float>();
     // The decode fusions, where the kernels can do the call and fusing pays (small_m_fusion_pays).
     const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
-    const bool gemm1_fused = fuse &&
-                             (path1_ == GemmPath::SM90_TMA || (path1_ == GemmPath::SM90_FP8_BLOCK && small_m_block_pays(g1))) &&
-                             small_m_activation_applies(g1, ap);
+    // (fp8-block GEMM1 stays unfused: its 1x128 quantisation of the activation output needs the
+    // amax of 128 outputs from several blocks; a cluster-of-blocks version was 3-10% slower at
+    // M = 1 / 2, bench/results/2026-11-21-h100-fp8-block-small-m.)
+    const bool gemm1_fused = fuse && path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap);
     // The plan inside the gather kernel (one launch less) only in front of the fused GEMM1 +
     // activation, which waits before it reads the plan anyway. In front of the small-M GEMM1 the
     // plan must be two kernels back, or that GEMM waits before its first weight loads

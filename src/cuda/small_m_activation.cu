@@ -14,7 +14,6 @@
 // small_m_activation_mma_kernel (tensor cores, small_m_mma.cuh: the MMA's rows g / g + 8 are the
 // gate / up rows of output g of the block, so one lane ends with both sums of its output for two
 // activation rows; the block's warps split k and their sums are added in warp order).
-#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
 #include <string>
@@ -44,86 +43,22 @@ struct ActivationStore {
       : a_tensor(p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f),
         s(p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f),
         fp8(p.quant == Fp8Quant::TENSOR_STATIC) {}
-  // The activation output before its conversion (act_value of the unfused activation kernel).
-  __device__ __forceinline__ float value(const ActivationParams& p, int64_t r, int e, int64_t gi, int64_t ui,
-                                         float gate, float up) const {
-    const float ds = row_factor(p, r, e, a_tensor);
-    return round_to(p.act_dtype, gated(p, fix_h(p, gate, ds, r, e, gi), fix_h(p, up, ds, r, e, ui)));
-  }
   __device__ __forceinline__ void operator()(const ActivationParams& p, int64_t r, int e, int64_t n, int64_t gi,
                                              int64_t ui, float gate, float up) const {
-    const float v = value(p, r, e, gi, ui, gate, up);
+    const float ds = row_factor(p, r, e, a_tensor);
+    const float v = round_to(p.act_dtype, gated(p, fix_h(p, gate, ds, r, e, gi), fix_h(p, up, ds, r, e, ui)));
     if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
     else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
   }
 };
 
-// fp8-block (kBlock): the 1x128 quantisation of the activation output needs the amax of 128
-// outputs, which 128 / (kWarps * 32 / L) blocks compute. Those blocks run as one thread-block
-// cluster: each leaves its outputs' amax per activation row in shared memory, the cluster
-// synchronises, and every block reads the others' (distributed shared memory) for the group's
-// scale, then quantises its own outputs as quantise_block_group does (same scale and codes as the
-// unfused activation kernel). Deterministic: a max, no atomics. GEMM1's block scales are applied
-// per 128-wide k block (fma_pass_block, as small_m_gemm_kernel).
-struct Gemm1BlockScales {
-  const float* a_scale;  // GroupedGemmArgs::a_scale (BLOCK layout of the GEMM1 operand)
-  const float* b_scale;  // [E, R / 128, k / 128]
-};
-
-// The kBlock epilogue of one row batch (every thread of the cluster calls it, the same number of
-// times): activation outputs, the block's amax per row, the cluster's group amax, codes and scale.
-template <int L>
-__device__ __forceinline__ void block_quant_epilogue(const ActivationParams& p, const ActivationStore& store,
-                                                     const float (&acc)[kWarpRows][kRowBatch], int e, int64_t row0,
-                                                     int64_t rows, int64_t r0, int nr, int64_t n, int64_t gi,
-                                                     int64_t ui, int sl, int lane, int warp) {
-  namespace cg = cooperative_groups;
-  __shared__ float warp_amax[kWarps][kRowBatch];
-  __shared__ float block_amax[kRowBatch];
-  float v[kRowBatch];
-#pragma unroll
-  for (int j = 0; j < kRowBatch; ++j) {
-    v[j] = 0.0f;
-    if (j >= nr) continue;  // the same on every lane
-    const float gate = group_sum<L>(acc[0][j]), up = group_sum<L>(acc[1][j]);
-    v[j] = store.value(p, row0 + r0 + j, e, gi, ui, gate, up);
-    const float m = warp_max(sl == 0 ? abs_for_amax(v[j]) : 0.0f);
-    if (lane == 0) warp_amax[warp][j] = m;
-  }
-  __syncthreads();
-  if (threadIdx.x < nr) {
-    float m = 0.0f;
-#pragma unroll
-    for (int w = 0; w < kWarps; ++w) m = fmaxf(m, warp_amax[w][threadIdx.x]);
-    block_amax[threadIdx.x] = m;
-  }
-  cg::cluster_group cluster = cg::this_cluster();
-  cluster.sync();  // every block's block_amax written and visible
-  if (sl == 0) {
-    const unsigned blocks = cluster.num_blocks();
-    const int64_t groups = p.N / kFp8Block, g = n / kFp8Block;
-#pragma unroll
-    for (int j = 0; j < kRowBatch; ++j) {
-      if (j >= nr) break;
-      float m = 0.0f;
-      for (unsigned rank = 0; rank < blocks; ++rank) m = fmaxf(m, *cluster.map_shared_rank(&block_amax[j], rank));
-      float s = __fdiv_rn(fmaxf(m, kMinAmax), kFp8Max);
-      if (p.block.ue8m0) s = round_up_pow2(s);
-      const int64_t r = row0 + r0 + j;
-      static_cast<uint8_t*>(p.out)[r * p.N + n] = to_e4m3(__fdiv_rn(v[j], s));
-      if (cluster.block_rank() == 0 && threadIdx.x == 0) p.block.scale[row0 * groups + g * rows + (r0 + j)] = s;
-    }
-  }
-  cluster.sync();  // no block rewrites its amax (next row batch) or exits while others read it
-}
-
 // a: [rows, k] GEMM1 operand; b: [E, R, k] weights; p: the activation of GEMM1's output.
-template <Operand OP, int L, bool kBlock>
+template <Operand OP, int L>
 __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const uint8_t* __restrict__ a,
                                                                          const uint8_t* __restrict__ b, int64_t k,
                                                                          int groups,
                                                                          const int32_t* __restrict__ offsets,
-                                                                         ActivationParams p, Gemm1BlockScales bs) {
+                                                                         ActivationParams p) {
   chain_wait();
   using C = Chunk<OP>;
   constexpr int kBytes = OP == Operand::FP8 ? 1 : 2;
@@ -132,9 +67,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
   if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, sl = lane % L;
   const int64_t nw = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * (32 / L);
-  // Whole warps only: the butterfly below needs every lane. (kBlock: the blocks tile N exactly,
-  // N % 128 == 0, so no warp leaves before the cluster barriers.)
-  if (!kBlock && nw >= p.N) return;
+  if (nw >= p.N) return;  // whole warps only: the butterfly below needs every lane
   const int64_t n = nw + lane / L;  // this lane group's activation output
   const bool nok = n < p.N;
   int64_t gi = 0, ui = 0;
@@ -157,29 +90,17 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       uint4 w[kUnroll][kWarpRows];
       load_pass<L>(w, brow, ok, c0, chunks);
-      if constexpr (kBlock) {
-        const int64_t kblocks = k / 128;
-        const BlockScalesRef sc{bs.a_scale + row0 * kblocks + r0, rows,
-                                {bs.b_scale + (e * (p.R / 128) + gi / 128) * kblocks,
-                                 bs.b_scale + (e * (p.R / 128) + ui / 128) * kblocks}};
-        fma_pass_block<L>(acc, w, ar, k, nr, c0, chunks, sc);
-      } else {
-        fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
-      }
+      fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
     }
-    if constexpr (kBlock) {
-      block_quant_epilogue<L>(p, store, acc, e, row0, rows, r0, nr, n, gi, ui, sl, lane, warp);
-    } else {
 #pragma unroll
-      for (int j = 0; j < kRowBatch; ++j) {
-        if (j >= nr) break;
-        float h[kWarpRows];
+    for (int j = 0; j < kRowBatch; ++j) {
+      if (j >= nr) break;
+      float h[kWarpRows];
 #pragma unroll
-        for (int i = 0; i < kWarpRows; ++i) {
-          h[i] = group_sum<L>(acc[i][j]);
-        }
-        if (sl == 0 && nok) store(p, row0 + r0 + j, e, n, gi, ui, h[0], h[1]);
+      for (int i = 0; i < kWarpRows; ++i) {
+        h[i] = group_sum<L>(acc[i][j]);
       }
+      if (sl == 0 && nok) store(p, row0 + r0 + j, e, n, gi, ui, h[0], h[1]);
     }
   }
 }
@@ -271,42 +192,26 @@ void launch_mma(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_
                    g.expert_offsets, p);
 }
 
-// fp8-block: at most 16 lanes per weight row, so one 128-wide group is at most 8 blocks (the
-// portable cluster size): L lanes give kWarps * 32 / L outputs per block, 128 outputs = L / 2 blocks.
-int block_lanes(int64_t k) { return lanes_per_row(k / 16) < 16 ? lanes_per_row(k / 16) : 16; }
-
-template <Operand OP, bool kBlock = false>
+template <Operand OP>
 void launch_op(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_t stream) {
   const int64_t elem = OP == Operand::FP8 ? 1 : 2;
-  const int L = kBlock ? block_lanes(g.k) : lanes_per_row(g.k * elem / 16);
+  const int L = lanes_per_row(g.k * elem / 16);
   const int64_t per_block = static_cast<int64_t>(kWarps) * (32 / L);
   const unsigned active = static_cast<unsigned>(g.max_rows < g.groups ? g.max_rows : g.groups);
   const dim3 grid(static_cast<unsigned>((p.N + per_block - 1) / per_block), active), block(kWarps * 32);
   const auto* a = static_cast<const uint8_t*>(g.a);
   const auto* b = static_cast<const uint8_t*>(g.b);
-  const Gemm1BlockScales bs{g.a_scale, g.b_scale};
-  const unsigned cluster = kBlock ? static_cast<unsigned>(L / 2) : 1u;
   with_lanes(L, [&](auto l) {
-    constexpr int kL = decltype(l)::value;
-    if constexpr (kBlock && kL == 32) {
-      throw Error("small-M GEMM1 + activation (fp8-block): 32 lanes per row are not used");
-    } else {
-      launch_chained_clusters(small_m_activation_kernel<OP, kL, kBlock>, grid, block, 0, stream, cluster, a, b, g.k,
-                              g.groups, g.expert_offsets, p, bs);
-    }
+    launch_chained(small_m_activation_kernel<OP, decltype(l)::value>, grid, block, 0, stream, a, b, g.k, g.groups,
+                   g.expert_offsets, p);
   });
 }
 
 }  // namespace
 
 bool small_m_activation_applies(const GroupedGemmArgs& g1, const ActivationParams& p) {
-  bool quant_ok = false;
-  if (p.quant == Fp8Quant::NONE) quant_ok = p.op == Operand::BF16 || p.op == Operand::FP16;
-  if (p.quant == Fp8Quant::TENSOR_STATIC) quant_ok = p.op == Operand::FP8;
-  // fp8-block: the block-scaled GEMM1 (small_m_block_scales_ok: R and k multiples of 128) and
-  // N % 128 == 0, so the clusters of blocks tile every 128-wide output group.
-  if (p.quant == Fp8Quant::BLOCK)
-    quant_ok = small_m_block_scales_ok(g1) && p.N % kFp8Block == 0 && p.dq.kind == Dequant::NONE;
+  const bool quant_ok = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16)
+                                                  : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
   return small_m_gemm_applies(g1) && g1.op == p.op && quant_ok && p.act != Activation::RELU2 && p.R == 2 * p.N &&
          g1.n == p.R && (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR);
 }
@@ -316,12 +221,6 @@ void small_m_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams&
   if (!small_m_activation_applies(g1, p))
     throw Error("small-M GEMM1 + activation: the call is not one small_m_activation_applies() accepts (k = " +
                 std::to_string(g1.k) + ", rows " + std::to_string(g1.max_rows) + ")");
-  if (p.quant == Fp8Quant::BLOCK) {
-    if (kernel == SmallMActivationKernel::MMA)
-      throw Error("small-M GEMM1 + activation: the MMA kernel does not take fp8-block (the FMA kernel does)");
-    launch_op<Operand::FP8, true>(g1, p, stream);
-    return;
-  }
   const bool mma = kernel == SmallMActivationKernel::MMA ||
                    (kernel == SmallMActivationKernel::AUTO && g1.op == Operand::FP8 && p.N <= kSmallMMmaMaxN);
   switch (g1.op) {

@@ -110,12 +110,12 @@ __device__ __forceinline__ void fma_pass(float (&acc)[kWarpRows][RB], const uint
 
 // fp8-block (DeepSeek-V3 1x128 activation / 128x128 weight scales): where one lane group's products
 // meet their scales. sa[kb * sa_stride + j] is activation row j's scale of k block kb (the BLOCK
-// scale layout: an expert's rows column-major per k block), sw[i][kb] weight row i's scale (the
-// scales of the 128-row block holding it).
+// scale layout: an expert's rows column-major per k block), sw[kb] the weight rows' scale (the
+// group's kWarpRows rows lie in one 128-row block: they start at an even row and 128 is even).
 struct BlockScalesRef {
   const float* sa;
   int64_t sa_stride;
-  const float* sw[kWarpRows];
+  const float* sw;
 };
 
 // fma_pass for fp8-block operands: each chunk's 16 products are summed on their own (from zero,
@@ -131,9 +131,7 @@ __device__ __forceinline__ void fma_pass_block(float (&acc)[kWarpRows][RB], cons
     const int64_t c = c0 + L * u;
     if (c >= chunks) break;
     const int64_t kb = c >> 3;  // 16 e4m3 values per chunk: 8 chunks per k block
-    float sw[kWarpRows];
-#pragma unroll
-    for (int i = 0; i < kWarpRows; ++i) sw[i] = __ldg(s.sw[i] + kb);
+    const float sw = __ldg(s.sw + kb);
     float wf[kWarpRows][C::kElems];
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
@@ -141,7 +139,7 @@ __device__ __forceinline__ void fma_pass_block(float (&acc)[kWarpRows][RB], cons
     for (int j = 0; j < RB; ++j) {
       if (j >= nr) break;
       const uint4 av = __ldg(reinterpret_cast<const uint4*>(a + j * row_bytes + c * 16));
-      const float sa = __ldg(s.sa + kb * s.sa_stride + j);
+      const float sc = __ldg(s.sa + kb * s.sa_stride + j) * sw;
       float af[C::kElems];
       C::to_float(av, af);
 #pragma unroll
@@ -149,7 +147,7 @@ __device__ __forceinline__ void fma_pass_block(float (&acc)[kWarpRows][RB], cons
         float part = 0.0f;
 #pragma unroll
         for (int q = 0; q < C::kElems; ++q) part = fmaf(wf[i][q], af[q], part);
-        acc[i][j] = fmaf(part, sa * sw[i], acc[i][j]);
+        acc[i][j] = fmaf(part, sc, acc[i][j]);
       }
     }
   }

@@ -77,8 +77,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uin
       const int32_t e = slots.expert[s];
       const int64_t row0 = blk.offsets[e], rows_e = blk.offsets[e + 1] - row0, kblocks = k / 128;
       const int64_t nb = (n0 < n ? n0 : n - 1) / 128;
-      const float* sw = blk.b_scale + (e * (n / 128) + nb) * kblocks;  // both rows: n0 is even
-      sc = {blk.a_scale + row0 * kblocks + (r - row0), rows_e, {sw, sw}};
+      sc = {blk.a_scale + row0 * kblocks + (r - row0), rows_e, blk.b_scale + (e * (n / 128) + nb) * kblocks};
     }
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       uint4 w[kUnroll][kWarpRows];

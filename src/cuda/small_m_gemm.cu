@@ -86,11 +86,9 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       if (r0 != 0 || c0 != sl) load_weights(c0);
       if constexpr (kBlock) {
-        // Weight rows past n (nok false) read the last row block's scales: in bounds, unused. The
-        // lane group's two rows start at an even row, so they share one 128-row block.
+        // Weight rows past n (nok false) read the last row block's scales: in bounds, unused.
         const int64_t kblocks = k / 128, nb = (n0 < n ? n0 : n - 1) / 128;
-        const float* sw = b_scale + (e * (n / 128) + nb) * kblocks;
-        const BlockScalesRef sc{a_scale + row0 * kblocks + r0, rows, {sw, sw}};
+        const BlockScalesRef sc{a_scale + row0 * kblocks + r0, rows, b_scale + (e * (n / 128) + nb) * kblocks};
         fma_pass_block<L>(acc, w, ar, k, nr, c0, chunks, sc);
       } else {
         fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
