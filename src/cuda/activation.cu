@@ -2,7 +2,10 @@
 // -> rounded to the activation dtype (the dtype of hidden_states) -> GEMM2's operand
 // (conversion, or fp8 quantisation with a static, dynamic per-tensor or per-row scale).
 // The steps and their order are the CPU oracle's (cpu_backend.cpp, cpu/activation.hpp).
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
+
+#include <algorithm>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
@@ -136,14 +139,19 @@ __device__ __forceinline__ void for_each_row(const ActivationParams& p, Body bod
   }
 }
 
-// fp8-block, N a multiple of 128, no per-column dequant: one block per row (grid-stride over the
-// rows that exist), half a warp per 128-wide group, 8 outputs per lane. Values, scales and codes
-// as activation_block_kernel.
+// fp8-block, N a multiple of 128, no per-column dequant: one block per row and column chunk
+// (grid-stride over the rows that exist; gridDim.y chunks of whole groups, several only for few
+// rows: at decode sizes one block per row left Mixtral's 14336-wide rows on 2 SMs), half a warp
+// per 128-wide group, 8 outputs per lane. Values, scales and codes as activation_block_kernel.
 __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(ActivationParams p) {
   chain_wait();
+  const int lanes = static_cast<int>(p.N / 8);
+  const int chunk = ((lanes + gridDim.y - 1) / gridDim.y + 31) & ~31;  // whole warps: 2 groups
+  const int l_begin = static_cast<int>(blockIdx.y) * chunk, l_end = min(lanes, l_begin + chunk);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
-    quantise_block_row(p.block, r, static_cast<int>(p.N / 8), static_cast<uint8_t*>(p.out) + r * p.N,
-                       [&](int l, float (&a)[8]) { act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a); });
+    quantise_block_row(
+        p.block, r, lanes, static_cast<uint8_t*>(p.out) + r * p.N,
+        [&](int l, float (&a)[8]) { act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a); }, l_begin, l_end);
   });
 }
 
@@ -175,6 +183,46 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(Activat
 }
 // Shared memory of activation_row_vec_kernel: rows up to 24576 outputs (Mixtral's 14336 included).
 constexpr int kRowStageMaxBytes = 96 * 1024;
+
+// The same for few, long rows: a row's outputs split over the gridDim.y blocks of one
+// thread-block cluster (one block per row left Mixtral's 14336-wide rows at M = 1 on 2 SMs, 25 us
+// on an H100). Each block stages its part, leaves its amax in shared memory; after a cluster
+// barrier every block reads the others' (distributed shared memory): the max of the same values,
+// so the row scale and the codes are those of activation_row_vec_kernel.
+constexpr int kRowClusterMax = 8;  // the portable cluster size
+__global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(ActivationParams p) {
+  chain_wait();
+  namespace cg = cooperative_groups;
+  extern __shared__ float4 staged[];  // [2 * this block's lanes]
+  __shared__ float part_amax;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int lanes = static_cast<int>(p.N / 8), chunk = (lanes + gridDim.y - 1) / gridDim.y;
+  const int l_begin = static_cast<int>(blockIdx.y) * chunk, l_end = min(lanes, l_begin + chunk);
+  for_each_row(p, [&](int64_t r, int64_t e, float ds) {  // the same rows for every block of a cluster
+    float m = 0.0f;
+    for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
+      float a[8];
+      act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
+      m = fmaxf(m, amax8(a));
+      staged[2 * (l - l_begin)] = make_float4(a[0], a[1], a[2], a[3]);
+      staged[2 * (l - l_begin) + 1] = make_float4(a[4], a[5], a[6], a[7]);
+    }
+    m = block_max(m);
+    if (threadIdx.x == 0) part_amax = m;
+    cluster.sync();  // every block's part_amax written and visible
+    float row_max = 0.0f;
+    for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank)
+      row_max = fmaxf(row_max, *cluster.map_shared_rank(&part_amax, rank));
+    const float s = scale_from_amax(row_max);
+    if (cluster.block_rank() == 0 && threadIdx.x == 0) p.row_scale[r] = s;
+    for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
+      const float4 lo = staged[2 * (l - l_begin)], hi = staged[2 * (l - l_begin) + 1];
+      const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
+    }
+    cluster.sync();  // no block rewrites part_amax (next row) or exits while others read it
+  });
+}
 
 // NVFP4 (W4A4), N a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
 // that exist), one 16-wide block per thread and step (act8 twice). Values as activation_kernel's
@@ -240,11 +288,25 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
   if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
       aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
-    launch_chained(activation_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
+    // Column chunks of one pass of the block (2048 outputs) while the rows are too few to fill
+    // the GPU with one block each.
+    const int64_t chunks = (p.N + kVecThreads * 8 - 1) / (kVecThreads * 8);
+    const unsigned y = max_rows * chunks <= 4096 ? static_cast<unsigned>(chunks) : 1u;
+    launch_chained(activation_block_vec_kernel, dim3(row_grid(max_rows), y), kVecThreads, 0, stream, p);
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
+    // Few rows of more than one pass of the block: a cluster of blocks per row, each one pass.
+    const int64_t lanes = p.N / 8;
+    const int64_t y = std::min<int64_t>(kRowClusterMax, (lanes + kVecThreads - 1) / kVecThreads);
+    if (y > 1 && max_rows * y <= 1024) {
+      const int64_t chunk = (lanes + y - 1) / y;
+      launch_chained_clusters(activation_row_cluster_kernel, dim3(row_grid(max_rows), static_cast<unsigned>(y)),
+                              row_threads8(chunk * 8), static_cast<size_t>(chunk) * 32, stream,
+                              dim3(1, static_cast<unsigned>(y), 1), p);
+      return;
+    }
     opt_in_dynamic_smem<activation_row_vec_kernel>(kRowStageMaxBytes);
     launch_chained(activation_row_vec_kernel, row_grid(max_rows), row_threads8(p.N), static_cast<size_t>(p.N) * 4,
                    stream, p);

@@ -173,13 +173,15 @@ __device__ __forceinline__ uint2 block_codes8(const float (&v)[8], float s) {
 // One row of `lanes` x 8 values (a multiple of 128) quantised by the whole block with the vector
 // quantiser above: load(l, v) fills v with columns 8l .. 8l + 7 (called only for l < lanes); the
 // codes go to qrow, the group scales to b as row r. Whole warps iterate while their first lane is
-// inside the row, since block_scale_half_warp's shuffles need all 32 lanes.
+// inside the row, since block_scale_half_warp's shuffles need all 32 lanes. [l_begin, l_end): the
+// part of the row this block takes (l_begin a multiple of 32: whole groups per half-warp).
 template <class Load8>
 __device__ __forceinline__ void quantise_block_row(const BlockScaleOut& b, int64_t r, int lanes, uint8_t* qrow,
-                                                   Load8 load) {
-  for (int l0 = threadIdx.x & ~31; l0 < lanes; l0 += blockDim.x) {
+                                                   Load8 load, int l_begin = 0, int l_end = -1) {
+  if (l_end < 0) l_end = lanes;
+  for (int l0 = l_begin + (threadIdx.x & ~31); l0 < l_end; l0 += blockDim.x) {
     const int l = l0 + (threadIdx.x & 31);
-    const bool in = l < lanes;
+    const bool in = l < l_end;
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (in) load(l, v);
     const float s = block_scale_half_warp(amax8(v), b.ue8m0);
