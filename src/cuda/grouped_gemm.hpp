@@ -71,11 +71,6 @@ constexpr int64_t kPingpongMaxK = 1024;
 inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
   return a.k <= kPingpongMaxK && !sm90_use_small_config(a);
 }
-// Few rows per expert and short K (fp8 only): the swap-AB tile as pingpong 64x64 tiles.
-constexpr int64_t kSmallPingpongMaxK = 1024;
-inline bool sm90_use_small_pingpong_config(const GroupedGemmArgs& a) {
-  return a.k <= kSmallPingpongMaxK && sm90_use_small_config(a);
-}
 
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used
 // instead of the SM90 tile GEMMs for decode-like calls: at most kSmallMMaxRows rows and no more

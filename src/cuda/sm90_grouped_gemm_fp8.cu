@@ -33,26 +33,16 @@ using SmallConfig = sm90::TileConfig<Shape<_128, _64, _128>, Shape<_1, _1, _1>,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false>;
 using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, PingpongConfig, /*SwapAB=*/false>;
-// Swap-AB with short K (sm90_use_small_pingpong_config): each consumer warpgroup a whole 64-row
-// weight tile, so one tile's epilogue overlaps the other's loads and MMAs (DeepSeek-V3 TP8's
-// down projection: k = 256, two K tiles per output tile).
-using SmallPingpongConfig = sm90::TileConfig<Shape<_64, _64, _128>, Shape<_1, _1, _1>,
-                                             cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
-                                             cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 using SmallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*SwapAB=*/true>;
-using SmallPingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallPingpongConfig, /*SwapAB=*/true>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
-                   PingpongGemm::workspace_bytes(groups, sm_count),
-                   SmallPingpongGemm::workspace_bytes(groups, sm_count)});
+                   PingpongGemm::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream) {
-  if (sm90_use_small_pingpong_config(args)) {
-    SmallPingpongGemm::run(args, stream);
-  } else if (sm90_use_small_config(args)) {
+  if (sm90_use_small_config(args)) {
     SmallGemm::run(args, stream);
   } else if (sm90_use_pingpong_config(args)) {
     PingpongGemm::run(args, stream);
