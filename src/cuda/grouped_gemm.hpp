@@ -72,6 +72,16 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
   return a.k <= kPingpongMaxK && !sm90_use_small_config(a);
 }
 
+// Swap-AB calls with short K (the Qwen3 / DeepSeek-TP8 down projections at small and medium
+// batches): a 256-row weight tile, so half as many tiles each pay the per-tile start and
+// epilogue around a mainloop of only 2-8 K tiles. fp8, H100 (2026-11-21,
+// bench/results/2026-11-21-h100-small-tall-tile): DeepSeek-V3 TP8 layer -6..-8% at M = 8..256,
+// Qwen3 within +1.3..-2.4%; a 128x32 tile was 1% slower, a pingpong 64x64 one 9%.
+constexpr int64_t kSmallTallMaxK = 1024;
+inline bool sm90_use_small_tall_config(const GroupedGemmArgs& a) {
+  return a.k <= kSmallTallMaxK && sm90_use_small_config(a);
+}
+
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used
 // instead of the SM90 tile GEMMs for decode-like calls: at most kSmallMMaxRows rows and no more
 // rows than experts, weight rows of at least kSmallMMinRowBytes (short rows are split over fewer

@@ -2,8 +2,8 @@
 // their per-tensor / per-channel / per-token scales are applied by the next stage, so these
 // instances serve both). See sm90_grouped_gemm.cuh.
 // Instances: a cooperative 128x256 tile for many rows per expert, a pingpong 128x128 tile for many
-// rows and short K (sm90_use_pingpong_config), and a swap-AB 128x64 tile for few rows
-// (sm90_use_small_config in grouped_gemm.hpp).
+// rows and short K (sm90_use_pingpong_config), and swap-AB tiles for few rows: 128x64, and
+// 256x64 for short K (sm90_use_small_config / sm90_use_small_tall_config in grouped_gemm.hpp).
 #include <algorithm>
 
 #include "cuda/sm90_grouped_gemm.cuh"
@@ -33,16 +33,24 @@ using SmallConfig = sm90::TileConfig<Shape<_128, _64, _128>, Shape<_1, _1, _1>,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false>;
 using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, PingpongConfig, /*SwapAB=*/false>;
+// Swap-AB with short K (sm90_use_small_tall_config): 256 weight rows per tile, 128 per consumer
+// warpgroup.
+using SmallTallConfig = sm90::TileConfig<Shape<_256, _64, _128>, Shape<_1, _1, _1>,
+                                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
+                                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using SmallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*SwapAB=*/true>;
+using SmallTallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallTallConfig, /*SwapAB=*/true>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
-                   PingpongGemm::workspace_bytes(groups, sm_count)});
+                   PingpongGemm::workspace_bytes(groups, sm_count), SmallTallGemm::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream) {
-  if (sm90_use_small_config(args)) {
+  if (sm90_use_small_tall_config(args)) {
+    SmallTallGemm::run(args, stream);
+  } else if (sm90_use_small_config(args)) {
     SmallGemm::run(args, stream);
   } else if (sm90_use_pingpong_config(args)) {
     PingpongGemm::run(args, stream);
