@@ -72,11 +72,12 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
   return a.k <= kPingpongMaxK && !sm90_use_small_config(a);
 }
 
-// Swap-AB calls with short K (the Qwen3 / DeepSeek-TP8 down projections at small and medium
+// fp8 swap-AB calls with short K (the Qwen3 / DeepSeek-TP8 down projections at small and medium
 // batches): a 256-row weight tile, so half as many tiles each pay the per-tile start and
-// epilogue around a mainloop of only 2-8 K tiles. fp8, H100 (2026-11-21,
-// bench/results/2026-11-21-h100-small-tall-tile): DeepSeek-V3 TP8 layer -6..-8% at M = 8..256,
-// Qwen3 within +1.3..-2.4%; a 128x32 tile was 1% slower, a pingpong 64x64 one 9%.
+// epilogue around a mainloop of only 2-8 K tiles. H100 (2026-11-21,
+// bench/results/2026-11-21-h100-small-tall-tile): DeepSeek-V3 TP8 fp8 layer -5..-8% at
+// M = 8..256, Qwen3 +1.0..-1.8%; a 128x32 tile was 1% slower, a pingpong 64x64 one 9%; the same
+// tile for bf16 measured even (geomean 0.998) and was not kept.
 constexpr int64_t kSmallTallMaxK = 1024;
 inline bool sm90_use_small_tall_config(const GroupedGemmArgs& a) {
   return a.k <= kSmallTallMaxK && sm90_use_small_config(a);

@@ -1,7 +1,7 @@
 // SM90 grouped GEMM instances for bf16 operands (format bf16). See sm90_grouped_gemm.cuh.
 // Instances: a cooperative 128x256 tile for many rows per expert, a pingpong 128x128 tile for many
-// rows and short K (sm90_use_pingpong_config), and swap-AB tiles for few rows: 128x64, and
-// 256x64 for short K (sm90_use_small_config / sm90_use_small_tall_config in grouped_gemm.hpp).
+// rows and short K (sm90_use_pingpong_config), and a swap-AB 128x64 tile for few rows
+// (sm90_use_small_config in grouped_gemm.hpp).
 #include <algorithm>
 
 #include "cuda/sm90_grouped_gemm.cuh"
@@ -28,23 +28,16 @@ using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1
                                         cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, LargeConfig, /*SwapAB=*/false>;
 using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, PingpongConfig, /*SwapAB=*/false>;
-// Swap-AB with short K (sm90_use_small_tall_config): 256 weight rows per tile.
-using SmallTallConfig = sm90::TileConfig<Shape<_256, _64, _64>, Shape<_1, _1, _1>,
-                                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                                         cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using SmallGemm = sm90::GroupedGemm<cutlass::bfloat16_t, SmallConfig, /*SwapAB=*/true>;
-using SmallTallGemm = sm90::GroupedGemm<cutlass::bfloat16_t, SmallTallConfig, /*SwapAB=*/true>;
 }  // namespace
 
 size_t sm90_grouped_gemm_bf16_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
-                   PingpongGemm::workspace_bytes(groups, sm_count), SmallTallGemm::workspace_bytes(groups, sm_count)});
+                   PingpongGemm::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream) {
-  if (sm90_use_small_tall_config(args)) {
-    SmallTallGemm::run(args, stream);
-  } else if (sm90_use_small_config(args)) {
+  if (sm90_use_small_config(args)) {
     SmallGemm::run(args, stream);
   } else if (sm90_use_pingpong_config(args)) {
     PingpongGemm::run(args, stream);
