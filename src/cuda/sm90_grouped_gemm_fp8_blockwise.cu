@@ -12,8 +12,9 @@
 // CUTLASS rebuilds each group's scale layout from its problem shape, so only the per-group base
 // pointers are written (by setup_blockwise_kernel, on the device, from the expert offsets).
 //
-// Two instances, as the other fp8 family: 128x128x128 (activations x weights^T) for many rows per
-// expert, and swap-AB 128x64x128 (weights on the 128-row side, tokens on N) for few.
+// Three instances, as the other fp8 family: 128x128x128 (activations x weights^T) for many rows per
+// expert, swap-AB 128x64x128 (weights on the 128-row side, tokens on N) for few, and swap-AB
+// 256x64x128 for few with short K.
 // The blockwise collective needs n and k to be multiples of 128 (whole scale blocks per tile
 // along N for the weights; a K tile is one scale block); other shapes are refused up front.
 #include <algorithm>
@@ -200,16 +201,21 @@ void BlockwiseGemm<TileShape, SwapAB>::run(const GroupedGemmArgs& g, cudaStream_
 
 using LargeGemm = BlockwiseGemm<Shape<_128, _128, _128>, /*SwapAB=*/false>;
 using SmallGemm = BlockwiseGemm<Shape<_128, _64, _128>, /*SwapAB=*/true>;
+// Swap-AB with short K (sm90_use_small_tall_config, as the fp8 family): 256 weight rows per tile,
+// two 128-row weight scale blocks.
+using SmallTallGemm = BlockwiseGemm<Shape<_256, _64, _128>, /*SwapAB=*/true>;
 }  // namespace
 
 bool sm90_fp8_blockwise_built() { return true; }
 
 size_t sm90_grouped_gemm_fp8_blockwise_workspace(int groups, int sm_count) {
-  return std::max(LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count));
+  return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
+                   SmallTallGemm::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs& args, cudaStream_t stream) {
-  if (sm90_use_small_config(args)) SmallGemm::run(args, stream);
+  if (sm90_use_small_tall_config(args)) SmallTallGemm::run(args, stream);
+  else if (sm90_use_small_config(args)) SmallGemm::run(args, stream);
   else LargeGemm::run(args, stream);
 }
 
