@@ -77,7 +77,8 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
 // epilogue around a mainloop of only 2-8 K tiles. H100 (2026-11-21,
 // bench/results/2026-11-21-h100-small-tall-tile): DeepSeek-V3 TP8 fp8 layer -5..-8% at
 // M = 8..256, Qwen3 +1.0..-1.8%; a 128x32 tile was 1% slower, a pingpong 64x64 one 9%; the same
-// tile for bf16 measured even (geomean 0.998) and was not kept.
+// tile for bf16 measured even (geomean 0.998) and was not kept. fp8-block's blockwise GEMM takes
+// it too (DeepSeek-V3 TP8 -4..-5% at M = 8..256).
 constexpr int64_t kSmallTallMaxK = 1024;
 inline bool sm90_use_small_tall_config(const GroupedGemmArgs& a) {
   return a.k <= kSmallTallMaxK && sm90_use_small_config(a);
