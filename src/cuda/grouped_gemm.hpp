@@ -54,10 +54,14 @@ struct GroupedGemmArgs {
 };
 
 // Tile-config choice of the SM90 families: the swap-AB config (weights on the MMA's 128-row
-// side, tokens on a 64-wide N tile) while the expected rows per active expert fit one N tile
-// (decode and small batches: the GEMMs stream weights and the MMA work of padding a few rows
-// to 128 would compete with the loads); the 128x128 config above that.
-constexpr int64_t kSmallConfigMaxRowsPerGroup = 64;
+// side, tokens on a 64-wide N tile) while the expected rows per active expert are at most half
+// an N tile (decode and small batches: the GEMMs stream weights and the MMA work of padding a
+// few rows to 128 would compete with the loads); the large configs above that. At a full N tile
+// (64 rows per expert) the large configs were faster, H100 (2026-11-21,
+// bench/results/2026-11-21-h100-small-config-threshold): Mixtral M=256 bf16 / fp8 / fp8-block
+// -16% / -14% / -13%, Qwen3 M=1024 bf16 -8%, fp8 -0.5%; at 32 rows per expert both choices
+// are the swap-AB config (unchanged).
+constexpr int64_t kSmallConfigMaxRowsPerGroup = 32;
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
   const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;  // experts that can have rows
   return active > 0 && a.max_rows <= kSmallConfigMaxRowsPerGroup * active;
