@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -163,10 +164,11 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
 
 // ---------------------------------------------------------------- fp8-block GEMM1 operand
 
-// The GEMM1 operand of one quantisation mode (BLOCK or ROW) and operand type from the vector and
-// the general gather kernel.
-void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda::Operand op, bool ue8m0) {
-  const int64_t M = 50, topk = 4;
+// The GEMM1 operand of one quantisation mode (BLOCK, ROW, NVFP4, NONE or TENSOR_STATIC) and
+// operand type from the vector and the general gather kernel (M tokens, top-4).
+void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda::Operand op, bool ue8m0,
+                  int64_t M = 50) {
+  const int64_t topk = 4;
   const int E = 6;
   std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0 + 8 * static_cast<int>(op)));
   const auto xf = mixed_values(M * K, rng);
@@ -190,6 +192,7 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   const auto [code_bytes, scale_bytes] = row_bytes(quant, op, K);
   const int64_t slots = M * topk;
   DeviceBuffer in_scale_d = random_input_scales(E, rng);
+  DeviceBuffer tensor_scale_d = upload_vec(std::vector<float>{0.0173f});  // TENSOR_STATIC
   Shifted x_aligned = upload_shifted(xb.data(), xb.size(), 0);
   Shifted x_shifted = upload_shifted(xb.data(), xb.size(), dt == DType::F32 ? 4 : 2);
   DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes + 16),
@@ -212,6 +215,7 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
     if (block) gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
     else if (nvfp4) gp.block.row_expert = plan.p.row_expert;
     else gp.row_scale = static_cast<float*>(s.get());
+    if (quant == cuda::Fp8Quant::TENSOR_STATIC) gp.scale = {static_cast<const float*>(tensor_scale_d.get()), false};
     gp.nvfp4_input_scale = static_cast<const float*>(in_scale_d.get());
     cuda::launch_gather(gp, slots, nullptr);
   };
@@ -257,6 +261,71 @@ INSTANTIATE_TEST_SUITE_P(Cases, GatherRowPaths,
                                   (std::get<1>(info.param) ? "_oninput" : "") +
                                   (op == cuda::Operand::FP8 ? "_fp8" : op == cuda::Operand::BF16 ? "_bf16" : "_fp16");
                          });
+
+// Conversion (NONE: bf16 / fp16 operands) and static per-tensor fp8 (TENSOR_STATIC), 80 tokens x
+// top-4 = 320 rows: the row-walking vector kernel (>= 256 rows); K = 2056: 257 vectors, not a
+// multiple of the block's 256 threads.
+class GatherVecPaths : public ::testing::TestWithParam<std::tuple<DType, bool, int>> {};
+
+TEST_P(GatherVecPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [dt, on_input, mode] = GetParam();
+  const cuda::Fp8Quant quant = mode == 2 ? cuda::Fp8Quant::TENSOR_STATIC : cuda::Fp8Quant::NONE;
+  const cuda::Operand op = mode == 0 ? cuda::Operand::BF16 : mode == 1 ? cuda::Operand::FP16 : cuda::Operand::FP8;
+  gather_paths(dt, on_input, 2056, quant, op, false, 80);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GatherVecPaths,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F32), ::testing::Bool(),
+                                            ::testing::Values(0, 1, 2)),
+                         [](const auto& info) {
+                           const int mode = std::get<2>(info.param);
+                           return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
+                                  (std::get<1>(info.param) ? "_oninput" : "") +
+                                  (mode == 0 ? "_bf16" : mode == 1 ? "_fp16" : "_fp8_static");
+                         });
+
+// The dynamic per-tensor amax of x (fp8-tensor without input scales): the 16-byte vector kernel
+// (aligned x) and the element-wise one (x shifted by one element) give the same bits, NaN skipped.
+TEST(GatherAmaxGpu, VectorEqualsElementwise) {
+  FMOE_REQUIRE_GPU();
+  for (DType dt : {DType::BF16, DType::F32}) {
+    const int64_t M = 300, K = 2056;
+    std::mt19937 rng(static_cast<uint32_t>(dt == DType::F32 ? 11 : 12));
+    auto xf = mixed_values(M * K, rng);
+    xf[12345] = std::nanf("");
+    xf[M * K - 1] = -1.0e6f;  // the largest magnitude (mixed_values stays below 2^10 * 6), in the last vector
+    std::vector<uint8_t> xb(xf.size() * (dt == DType::F32 ? 4 : 2));
+    float want = 0.0f;  // amax of the stored values, NaN skipped
+    for (size_t i = 0; i < xf.size(); ++i) {
+      float v = xf[i];
+      if (dt == DType::F32) {
+        std::memcpy(&xb[4 * i], &v, 4);
+      } else {
+        const uint16_t b = float_to_bf16_bits(v);
+        std::memcpy(&xb[2 * i], &b, 2);
+        v = bf16_bits_to_float(b);
+      }
+      if (v == v) want = std::max(want, std::fabs(v));
+    }
+    Shifted x_aligned = upload_shifted(xb.data(), xb.size(), 0);
+    Shifted x_shifted = upload_shifted(xb.data(), xb.size(), dt == DType::F32 ? 4 : 2);
+    DeviceBuffer amax_d(8);
+    auto amax_of = [&](const void* x) {
+      cuda::GatherParams gp;
+      gp.x = x;
+      gp.x_dtype = dt;
+      gp.K = K;
+      gp.topk = 1;
+      cuda::launch_gemm1_amax(gp, M, M, static_cast<float*>(amax_d.get()), nullptr);
+      FMOE_CUDA(cudaDeviceSynchronize());
+      return download<float>(amax_d, 1)[0];
+    };
+    const float vec = amax_of(x_aligned.ptr), elem = amax_of(x_shifted.ptr);
+    EXPECT_EQ(vec, want);
+    EXPECT_EQ(0, std::memcmp(&vec, &elem, 4)) << "vector " << vec << ", element-wise " << elem;
+  }
+}
 
 // NVFP4 activations (W4A4): e2m1 x e4m3 values per 16-wide block, held in bf16.
 class GatherNvfp4Paths : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
