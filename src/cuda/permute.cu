@@ -406,6 +406,21 @@ __global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherPar
   }
 }
 
+// Stores the 8 operand values of the vector gathers at element o: converted (16-bit operands) or
+// quantised with the per-tensor scale s (fp8).
+__device__ __forceinline__ void store_gather8(const GatherParams& p, int64_t o, const float (&v)[8], bool fp8,
+                                              float s) {
+  if (!fp8) {
+    store8_operand16(p.out, p.op, o, v);
+  } else {
+    uint8_t q[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.out) + o) =
+        make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+  }
+}
+
 // Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
 // over the rows that exist (the device count), 16-byte loads of x, 16-byte (bf16 / fp16) or
 // 8-byte (e4m3) stores. Values and rounding as gather_kernel.
@@ -421,15 +436,7 @@ __device__ void gather_vec_rows(const GatherParams& p, const Rows& src) {
     const int64_t i = src.slot(r), t = i / p.topk;
     float v[8];
     gemm1_values8(p, t, p.on_input ? __ldg(p.topk_weights + i) : 1.0f, k, v);
-    if (!fp8) {
-      store8_operand16(p.out, p.op, r * p.K + k, v);
-    } else {
-      uint8_t q[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
-      *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.out) + r * p.K + k) =
-          make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
-    }
+    store_gather8(p, r * p.K + k, v, fp8, s);
   }
 }
 
@@ -455,15 +462,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_vec_row_kernel(GatherParam
       const int64_t k = static_cast<int64_t>(l) * 8;
       float v[8];
       gemm1_values8(p, t, w, k, v);
-      if (!fp8) {
-        store8_operand16(p.out, p.op, r * p.K + k, v);
-      } else {
-        uint8_t q[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
-        *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.out) + r * p.K + k) =
-            make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
-      }
+      store_gather8(p, r * p.K + k, v, fp8, s);
     }
   }
 }
