@@ -81,33 +81,6 @@ __device__ __forceinline__ void load_pass(uint4 (&w)[kUnroll][kWarpRows], const 
   }
 }
 
-// Multiplies one pass of weights (load_pass at c0) with nr <= RB activation rows (row j starts at
-// a + j * row_bytes) into acc[i][j]: chunk by chunk in k order, one fmaf per product.
-template <Operand OP, int L, int RB>
-__device__ __forceinline__ void fma_pass(float (&acc)[kWarpRows][RB], const uint4 (&w)[kUnroll][kWarpRows],
-                                         const uint8_t* a, int64_t row_bytes, int nr, int64_t c0, int64_t chunks) {
-  using C = Chunk<OP>;
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int64_t c = c0 + L * u;
-    if (c >= chunks) break;
-    float wf[kWarpRows][C::kElems];
-#pragma unroll
-    for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
-#pragma unroll
-    for (int j = 0; j < RB; ++j) {
-      if (j >= nr) break;
-      const uint4 av = __ldg(reinterpret_cast<const uint4*>(a + j * row_bytes + c * 16));
-      float af[C::kElems];
-      C::to_float(av, af);
-#pragma unroll
-      for (int i = 0; i < kWarpRows; ++i)
-#pragma unroll
-        for (int q = 0; q < C::kElems; ++q) acc[i][j] = fmaf(wf[i][q], af[q], acc[i][j]);
-    }
-  }
-}
-
 // fp8-block (DeepSeek-V3 1x128 activation / 128x128 weight scales): where one lane group's products
 // meet their scales. sa[kb * sa_stride + j] is activation row j's scale of k block kb (the BLOCK
 // scale layout: an expert's rows column-major per k block), sw[kb] the weight rows' scale (the
@@ -118,20 +91,24 @@ struct BlockScalesRef {
   const float* sw;
 };
 
-// fma_pass for fp8-block operands: each chunk's 16 products are summed on their own (from zero,
-// in k order), then added to the accumulator times a_scale * w_scale of the chunk's 128-wide k
-// block (8 chunks per block), as the blockwise GEMM promotes each k block's partial sums.
-template <int L, int RB>
-__device__ __forceinline__ void fma_pass_block(float (&acc)[kWarpRows][RB], const uint4 (&w)[kUnroll][kWarpRows],
-                                               const uint8_t* a, int64_t row_bytes, int nr, int64_t c0,
-                                               int64_t chunks, const BlockScalesRef& s) {
-  using C = Chunk<Operand::FP8>;
+// Multiplies one pass of weights (load_pass at c0) with nr <= RB activation rows (row j starts at
+// a + j * row_bytes) into acc[i][j], chunk by chunk in k order.
+//   kBlock false: one fmaf per product into acc.
+//   kBlock true (fp8-block, e4m3 operands, *s the scales): each chunk's 16 products summed on their
+//     own (from zero, in k order), then added to acc times a_scale * w_scale of the chunk's
+//     128-wide k block (8 chunks per block), as the blockwise GEMM promotes each k block's sums.
+template <Operand OP, int L, bool kBlock = false, int RB>
+__device__ __forceinline__ void fma_pass(float (&acc)[kWarpRows][RB], const uint4 (&w)[kUnroll][kWarpRows],
+                                         const uint8_t* a, int64_t row_bytes, int nr, int64_t c0, int64_t chunks,
+                                         const BlockScalesRef* s = nullptr) {
+  static_assert(!kBlock || OP == Operand::FP8, "block scales are for e4m3 operands");
+  using C = Chunk<OP>;
 #pragma unroll
   for (int u = 0; u < kUnroll; ++u) {
     const int64_t c = c0 + L * u;
     if (c >= chunks) break;
-    const int64_t kb = c >> 3;  // 16 e4m3 values per chunk: 8 chunks per k block
-    const float sw = __ldg(s.sw + kb);
+    const int64_t kb = c >> 3;  // kBlock: 16 e4m3 values per chunk, 8 chunks per k block
+    const float sw = kBlock ? __ldg(s->sw + kb) : 1.0f;
     float wf[kWarpRows][C::kElems];
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i) C::to_float(w[u][i], wf[i]);
@@ -139,15 +116,23 @@ __device__ __forceinline__ void fma_pass_block(float (&acc)[kWarpRows][RB], cons
     for (int j = 0; j < RB; ++j) {
       if (j >= nr) break;
       const uint4 av = __ldg(reinterpret_cast<const uint4*>(a + j * row_bytes + c * 16));
-      const float sc = __ldg(s.sa + kb * s.sa_stride + j) * sw;
+      float sc = 1.0f;
+      if constexpr (kBlock) sc = __ldg(s->sa + kb * s->sa_stride + j) * sw;
       float af[C::kElems];
       C::to_float(av, af);
+      if constexpr (kBlock) {
 #pragma unroll
-      for (int i = 0; i < kWarpRows; ++i) {
-        float part = 0.0f;
+        for (int i = 0; i < kWarpRows; ++i) {
+          float part = 0.0f;
 #pragma unroll
-        for (int q = 0; q < C::kElems; ++q) part = fmaf(wf[i][q], af[q], part);
-        acc[i][j] = fmaf(part, sc, acc[i][j]);
+          for (int q = 0; q < C::kElems; ++q) part = fmaf(wf[i][q], af[q], part);
+          acc[i][j] = fmaf(part, sc, acc[i][j]);
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kWarpRows; ++i)
+#pragma unroll
+          for (int q = 0; q < C::kElems; ++q) acc[i][j] = fmaf(wf[i][q], af[q], acc[i][j]);
       }
     }
   }

@@ -28,7 +28,7 @@ using namespace small_m;
 
 // a: [rows, k] GEMM2 operand; b: [E, n, k] weights (n = hidden K of the layer, k = N).
 // kBlock (fp8-block): blk.a_scale / blk.b_scale as GroupedGemmArgs (the activation scales in the
-// BLOCK layout, found through the expert offsets), applied per 128-wide k block (fma_pass_block).
+// BLOCK layout, found through the expert offsets), applied per 128-wide k block (fma_pass).
 struct BlockArgs {
   const int32_t* offsets;
   const float* a_scale;
@@ -82,8 +82,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_finalize_kernel(const uin
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       uint4 w[kUnroll][kWarpRows];
       load_pass<L>(w, brow, nok, c0, chunks);
-      if constexpr (kBlock) fma_pass_block<L>(acc, w, ar, 0, 1, c0, chunks, sc);
-      else fma_pass<OP, L>(acc, w, ar, 0, 1, c0, chunks);
+      fma_pass<OP, L, kBlock>(acc, w, ar, 0, 1, c0, chunks, &sc);
     }
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i) {

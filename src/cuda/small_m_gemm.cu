@@ -31,7 +31,7 @@ using namespace small_m;
 constexpr int kRowBatch = 8;  // activation rows multiplied per pass over the weights
 
 // kBlock (fp8-block, SM90_FP8_BLOCK): a_scale / b_scale as GroupedGemmArgs, each 128-wide k block's
-// partial sums scaled (fma_pass_block), D dequantised; n and k multiples of 128.
+// partial sums scaled (fma_pass), D dequantised; n and k multiples of 128.
 template <Operand OP, int L, bool kEarly, bool kBlock>
 __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t* __restrict__ a,
                                                                    const uint8_t* __restrict__ b, float* __restrict__ d,
@@ -89,7 +89,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
         // Weight rows past n (nok false) read the last row block's scales: in bounds, unused.
         const int64_t kblocks = k / 128, nb = (n0 < n ? n0 : n - 1) / 128;
         const BlockScalesRef sc{a_scale + row0 * kblocks + r0, rows, b_scale + (e * (n / 128) + nb) * kblocks};
-        fma_pass_block<L>(acc, w, ar, k, nr, c0, chunks, sc);
+        fma_pass<Operand::FP8, L, true>(acc, w, ar, k, nr, c0, chunks, &sc);
       } else {
         fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
       }
