@@ -198,6 +198,36 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemmBlock,
                                   std::to_string(std::get<1>(info.param));
                          });
 
+// The host rules that pick the fp8-block decode path and the SM90 tile configs, at the shapes
+// they were measured on (bench/results/2026-11-21-h100-fp8-block-small-m, -small-tall-tile,
+// -small-config-threshold).
+TEST(SmallMRules, MeasuredChoices) {
+  cuda::GroupedGemmArgs g;
+  g.op = Operand::FP8;
+  g.groups = 128;
+  g.max_rows = 8;  // one token, top-8
+  // fp8-block on the small-M kernels for experts of <= 8 MiB per GEMM.
+  g.n = 1536, g.k = 2048;  // Qwen3-30B-A3B GEMM1: 3 MiB
+  EXPECT_TRUE(cuda::small_m_block_pays(g));
+  g.n = 7168, g.k = 256;  // DeepSeek-V3 TP8 GEMM2: 1.75 MiB
+  EXPECT_TRUE(cuda::small_m_block_pays(g));
+  g.n = 4096, g.k = 7168;  // DeepSeek-V3 TP1 GEMM1: 28 MiB
+  EXPECT_FALSE(cuda::small_m_block_pays(g));
+  // Swap-AB config up to 32 expected rows per active expert; the 256-row swap-AB tile with k <= 1024.
+  g.groups = 8;
+  g.max_rows = 256;  // Mixtral M = 128: 32 rows per expert
+  EXPECT_TRUE(cuda::sm90_use_small_config(g));
+  g.max_rows = 512;  // M = 256: 64 rows per expert
+  EXPECT_FALSE(cuda::sm90_use_small_config(g));
+  g.groups = 256;
+  g.max_rows = 512;  // DeepSeek-V3 TP8 M = 64
+  g.k = 256;
+  EXPECT_TRUE(cuda::sm90_use_small_tall_config(g));
+  g.k = 7168;  // its GEMM1
+  EXPECT_FALSE(cuda::sm90_use_small_tall_config(g));
+  EXPECT_TRUE(cuda::sm90_use_small_config(g));
+}
+
 // Rows that are not a whole number of 16-byte chunks (fp8, k = 1288) are refused, not run.
 TEST(SmallMGemmEdge, RefusesRowsNotMultipleOf16Bytes) {
   FMOE_REQUIRE_GPU();
