@@ -559,10 +559,8 @@ class CudaBackend final : public BackendImpl {
     fp.out_dtype = args.output.dtype;
     // Decode-sized calls on the small-M path: GEMM2 and finalize in one kernel (no y); its time
     // is the GEMM2 stage of run_timed() and the finalize stage reads 0.
-    const bool block2 = path2_ == GemmPath::SM90_FP8_BLOCK;
-    if (fuse && (path2_ == GemmPath::SM90_TMA || (block2 && small_m_block_scales_ok(g2) && small_m_block_pays(g2))) &&
-        small_m_finalize_applies(g2, fp)) {
-      small_m_gemm2_finalize(g2, fp, stream, block2);
+    if (fuse && small_m_takes(g2, path2_) && small_m_finalize_applies(g2, fp)) {
+      small_m_gemm2_finalize(g2, fp, stream, path2_ == GemmPath::SM90_FP8_BLOCK);
       mark(4);
       mark(5);
       return;

@@ -84,12 +84,11 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   }
   if (path == GemmPath::SM90_FP8_BLOCK) {
     // Decode-like calls stream the weights on the small-M path, as the other fp8 formats.
-    if (small_m_gemm_applies(args) && small_m_block_scales_ok(args) && small_m_block_pays(args))
-      small_m_grouped_gemm(args, stream, true);
+    if (small_m_takes(args, path)) small_m_grouped_gemm(args, stream, true);
     else sm90_grouped_gemm_fp8_blockwise(args, stream);
     return;
   }
-  if (small_m_gemm_applies(args)) {
+  if (small_m_takes(args, path)) {
     small_m_grouped_gemm(args, stream);
     return;
   }

@@ -113,11 +113,20 @@ bool small_m_block_scales_ok(const GroupedGemmArgs& a);
 // Whether fp8-block decode GEMMs take the small-M path: experts of at most 8 MiB of weights per
 // GEMM. Measured on an H100 (2026-11-21, bench/results/2026-11-21-h100-fp8-block-small-m): layer
 // at M = 1 / 2 Qwen3-30B-A3B (3 / 1.5 MiB) -13% / -3%, DeepSeek-V3 TP8 (3.5 / 1.75 MiB) -25% /
-// -14%; but DeepSeek-V3 TP1 (28 / 14 MiB) +4% / +10% and Mixtral (112 / 56 MiB) -10% / +18%: with
-// that many weight tiles the blockwise CUTLASS GEMM already streams them, and the small-M kernel
-// (an fp32 conversion and FMA per e4m3 product) is instruction-bound there.
+// -14%; but DeepSeek-V3 TP1 (28 / 14 MiB) +4% / +10% and Mixtral (112 / 56 MiB) -10% / +18%
+// (stage times: TP1 GEMM2 + finalize 59.5 -> 62.0 us, Mixtral M=2 GEMM1 105 -> 121 us; with that
+// many weight tiles the blockwise CUTLASS GEMM already streams them well).
 constexpr int64_t kSmallMBlockMaxExpertBytes = int64_t{8} << 20;
 inline bool small_m_block_pays(const GroupedGemmArgs& a) { return a.n * a.k <= kSmallMBlockMaxExpertBytes; }
+// Whether a GEMM of `path` runs on the small-M kernels (run_grouped_gemm and the decode fusions
+// ask the same question): SM90_TMA where small_m_gemm_applies; SM90_FP8_BLOCK also needs the
+// block scales and experts small enough to pay; SIMT never.
+inline bool small_m_takes(const GroupedGemmArgs& a, GemmPath path) {
+  if (path == GemmPath::SM90_TMA) return small_m_gemm_applies(a);
+  if (path == GemmPath::SM90_FP8_BLOCK)
+    return small_m_gemm_applies(a) && small_m_block_scales_ok(a) && small_m_block_pays(a);
+  return false;
+}
 // block_scaled: the SM90_FP8_BLOCK problem (a_scale / b_scale applied per 128-wide k block, D
 // dequantised), which needs small_m_block_scales_ok().
 void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool block_scaled = false);

@@ -252,8 +252,9 @@ __global__ void hidden_amax_kernel(const void* x, DType dt, int64_t n, float* am
   if (threadIdx.x == 0) atomic_max_nonneg(amax_bits, m);
 }
 
-// The same amax with 16-byte loads (x 16-byte aligned, n a multiple of 8): the element-wise
-// kernel's 2-byte loads made it a visible part of the permute stage at 4096 tokens.
+// The same amax with 16-byte loads (x 16-byte aligned, n a multiple of 8) instead of one element
+// per thread and step. With gather_vec_row_kernel: fp8-tensor layer -1..-3% at 1024 / 4096 tokens
+// (H100, bench/results/2026-11-21-h100-05e3932-large-m-gather; the two were not measured apart).
 __global__ void __launch_bounds__(kVecThreads) hidden_amax_vec_kernel(const void* x, DType dt, int64_t n,
                                                                       float* amax_bits) {
   chain_wait();
@@ -446,9 +447,10 @@ __global__ void __launch_bounds__(kVecThreads) gather_vec_kernel(GatherParams p)
 }
 
 // The same for many rows: one block per row (grid-stride over the rows that exist), 8 columns
-// per thread and step, so the row's slot, token and weight are found once per row instead of a
-// 64-bit division per 8 values (measured instruction-bound at 4096 tokens, 3-4x off the copy
-// bandwidth). Values and rounding as gather_vec_rows.
+// per thread and step, so the row's slot, token and weight are found once per row instead of two
+// 64-bit divisions per 8 values. Values and rounding as gather_vec_rows. Measured at 1024 / 4096
+// tokens (bench/results/2026-11-21-h100-05e3932-large-m-gather): bf16 layers unchanged (within
+// 0.4%), so the permute stage's 3-4x over its copy time there has another cause.
 __global__ void __launch_bounds__(kVecThreads) gather_vec_row_kernel(GatherParams p) {
   chain_wait();
   const int32_t rows = load_rows(p.rows);

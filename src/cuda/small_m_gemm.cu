@@ -83,16 +83,15 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_gemm_kernel(const uint8_t
 #pragma unroll
       for (int j = 0; j < kRowBatch; ++j) acc[i][j] = 0.0f;
 
+    BlockScalesRef sc{};  // kBlock: the scales of this row batch and lane group
+    if constexpr (kBlock) {
+      // Weight rows past n (nok false) read the last row block's scales: in bounds, unused.
+      const int64_t kblocks = k / 128, nb = (n0 < n ? n0 : n - 1) / 128;
+      sc = {a_scale + row0 * kblocks + r0, rows, b_scale + (e * (n / 128) + nb) * kblocks};
+    }
     for (int64_t c0 = sl; c0 < chunks; c0 += L * kUnroll) {
       if (r0 != 0 || c0 != sl) load_weights(c0);
-      if constexpr (kBlock) {
-        // Weight rows past n (nok false) read the last row block's scales: in bounds, unused.
-        const int64_t kblocks = k / 128, nb = (n0 < n ? n0 : n - 1) / 128;
-        const BlockScalesRef sc{a_scale + row0 * kblocks + r0, rows, b_scale + (e * (n / 128) + nb) * kblocks};
-        fma_pass<Operand::FP8, L, true>(acc, w, ar, k, nr, c0, chunks, &sc);
-      } else {
-        fma_pass<OP, L>(acc, w, ar, k * kBytes, nr, c0, chunks);
-      }
+      fma_pass<OP, L, kBlock>(acc, w, ar, k * kBytes, nr, c0, chunks, &sc);
     }
 #pragma unroll
     for (int i = 0; i < kWarpRows; ++i)

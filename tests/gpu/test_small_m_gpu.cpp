@@ -26,6 +26,23 @@ namespace {
 
 using cuda::Operand;
 
+// The small-M GEMM's arguments over device buffers: A [rows, k], B [groups, n, k], D [rows, n]
+// fp32, expert offsets [groups + 1].
+cuda::GroupedGemmArgs gemm_args(Operand op, const DeviceBuffer& a, const DeviceBuffer& b, DeviceBuffer& d,
+                                const DeviceBuffer& offsets, int64_t n, int64_t k, int groups, int64_t rows) {
+  cuda::GroupedGemmArgs g;
+  g.op = op;
+  g.a = a.get();
+  g.b = b.get();
+  g.d = static_cast<float*>(d.get());
+  g.n = n;
+  g.k = k;
+  g.groups = groups;
+  g.expert_offsets = static_cast<const int32_t*>(offsets.get());
+  g.max_rows = rows;
+  return g;
+}
+
 class SmallMGemm : public ::testing::TestWithParam<std::tuple<Operand, int64_t, int64_t>> {};
 
 TEST_P(SmallMGemm, MatchesFloat64Product) {
@@ -53,16 +70,7 @@ TEST_P(SmallMGemm, MatchesFloat64Product) {
                            cudaMemcpyHostToDevice));
     }
   off_d.upload(offsets.data(), offsets.size() * 4);
-  cuda::GroupedGemmArgs g;
-  g.op = op;
-  g.a = a_d.get();
-  g.b = b_d.get();
-  g.d = static_cast<float*>(d_d.get());
-  g.n = n;
-  g.k = k;
-  g.groups = groups;
-  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
-  g.max_rows = rows;
+  cuda::GroupedGemmArgs g = gemm_args(op, a_d, b_d, d_d, off_d, n, k, groups, rows);
   auto run = [&] {
     FMOE_CUDA(cudaMemset(d_d.get(), 0xFF, rows * n * 4));  // NaN poison
     cuda::small_m_grouped_gemm(g, nullptr);
@@ -144,16 +152,7 @@ TEST_P(SmallMGemmBlock, MatchesFloat64Product) {
   DeviceBuffer sa_d(sa.size() * 4), sw_d(sw.size() * 4);
   sa_d.upload(sa.data(), sa.size() * 4);
   sw_d.upload(sw.data(), sw.size() * 4);
-  cuda::GroupedGemmArgs g;
-  g.op = Operand::FP8;
-  g.a = a_d.get();
-  g.b = b_d.get();
-  g.d = static_cast<float*>(d_d.get());
-  g.n = n;
-  g.k = k;
-  g.groups = groups;
-  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
-  g.max_rows = rows;
+  cuda::GroupedGemmArgs g = gemm_args(Operand::FP8, a_d, b_d, d_d, off_d, n, k, groups, rows);
   g.a_scale = static_cast<const float*>(sa_d.get());
   g.b_scale = static_cast<const float*>(sw_d.get());
   ASSERT_TRUE(cuda::small_m_block_scales_ok(g));
@@ -213,6 +212,17 @@ TEST(SmallMRules, MeasuredChoices) {
   EXPECT_TRUE(cuda::small_m_block_pays(g));
   g.n = 4096, g.k = 7168;  // DeepSeek-V3 TP1 GEMM1: 28 MiB
   EXPECT_FALSE(cuda::small_m_block_pays(g));
+  // small_m_takes, the one question run_grouped_gemm and the decode fusions ask (the scale
+  // pointers are only checked for presence here, never read).
+  const float scale = 1.0f;
+  g.a_scale = g.b_scale = &scale;
+  EXPECT_TRUE(cuda::small_m_takes(g, cuda::GemmPath::SM90_TMA));
+  EXPECT_FALSE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));  // too large to pay
+  EXPECT_FALSE(cuda::small_m_takes(g, cuda::GemmPath::SIMT));
+  g.n = 1536, g.k = 2048;
+  EXPECT_TRUE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));
+  g.b_scale = nullptr;  // without weight scales the small-M block kernel is not taken
+  EXPECT_FALSE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));
   // Swap-AB config up to 32 expected rows per active expert; the 256-row swap-AB tile with k <= 1024.
   g.groups = 8;
   g.max_rows = 256;  // Mixtral M = 128: 32 rows per expert
