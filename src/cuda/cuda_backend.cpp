@@ -417,6 +417,8 @@ class CudaBackend final : public BackendImpl {
     gp.on_input = args.apply_router_weight_on_input;
     gp.row_slot = b.plan.row_slot;
     gp.rows = rows;
+    gp.M = M;
+    gp.slot_row = b.plan.slot_row;
     gp.out = b.a1;
     gp.op = op_;
     gp.quant = quant1_;

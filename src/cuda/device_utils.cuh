@@ -171,25 +171,34 @@ __device__ __forceinline__ uint2 block_codes8(const float (&v)[8], float s) {
 }
 
 // One row of `lanes` x 8 values (a multiple of 128) quantised by the whole block with the vector
-// quantiser above: load(l, v) fills v with columns 8l .. 8l + 7 (called only for l < lanes); the
-// codes go to qrow, the group scales to b as row r. Whole warps iterate while their first lane is
+// quantiser above: load(l, v) fills v with columns 8l .. 8l + 7 (called only for l < lanes);
+// store(l, codes, s) takes the codes of those columns and their group's scale (quantise_block_row:
+// the codes to qrow, the group scales to b as row r). Whole warps iterate while their first lane is
 // inside the row, since block_scale_half_warp's shuffles need all 32 lanes. [l_begin, l_end): the
 // part of the row this block takes (l_begin a multiple of 32: whole groups per half-warp).
-template <class Load8>
-__device__ __forceinline__ void quantise_block_row(const BlockScaleOut& b, int64_t r, int lanes, uint8_t* qrow,
-                                                   Load8 load, int l_begin = 0, int l_end = -1) {
+template <class Load8, class Store8>
+__device__ __forceinline__ void quantise_block_lanes(int lanes, bool ue8m0, Load8 load, Store8 store, int l_begin = 0,
+                                                     int l_end = -1) {
   if (l_end < 0) l_end = lanes;
   for (int l0 = l_begin + (threadIdx.x & ~31); l0 < l_end; l0 += blockDim.x) {
     const int l = l0 + (threadIdx.x & 31);
     const bool in = l < l_end;
     float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
     if (in) load(l, v);
-    const float s = block_scale_half_warp(amax8(v), b.ue8m0);
-    if (in) {
-      *reinterpret_cast<uint2*>(qrow + static_cast<int64_t>(l) * 8) = block_codes8(v, s);
-      if ((l & 15) == 0) b.scale[block_scale_index(b, r, l / 16, lanes / 16)] = s;
-    }
+    const float s = block_scale_half_warp(amax8(v), ue8m0);
+    if (in) store(l, block_codes8(v, s), s);  // s: the scale of group l / 16
   }
+}
+template <class Load8>
+__device__ __forceinline__ void quantise_block_row(const BlockScaleOut& b, int64_t r, int lanes, uint8_t* qrow,
+                                                   Load8 load, int l_begin = 0, int l_end = -1) {
+  quantise_block_lanes(
+      lanes, b.ue8m0, load,
+      [&](int l, uint2 codes, float s) {
+        *reinterpret_cast<uint2*>(qrow + static_cast<int64_t>(l) * 8) = codes;
+        if ((l & 15) == 0) b.scale[block_scale_index(b, r, l / 16, lanes / 16)] = s;
+      },
+      l_begin, l_end);
 }
 
 // Launch shape of the BLOCK quantisers: one warp per group, kBlockGroupsPerCta groups per block.
@@ -313,9 +322,8 @@ __device__ __forceinline__ void load8_as_float(const void* p, DType d, int64_t i
   }
 }
 
-// Stores 8 operand values at elements [i, i + 8) of a BF16 / FP16 operand (16 bytes), as
-// store_operand.
-__device__ __forceinline__ void store8_operand16(void* p, Operand op, int64_t i, const float (&v)[8]) {
+// 8 operand values as a BF16 / FP16 operand stores them (16 bytes), as store_operand.
+__device__ __forceinline__ uint4 pack8_operand16(Operand op, const float (&v)[8]) {
   uint32_t w[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
@@ -327,7 +335,11 @@ __device__ __forceinline__ void store8_operand16(void* p, Operand op, int64_t i,
       w[j] = *reinterpret_cast<uint32_t*>(&h);
     }
   }
-  *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = make_uint4(w[0], w[1], w[2], w[3]);
+  return make_uint4(w[0], w[1], w[2], w[3]);
+}
+// Stores 8 operand values at elements [i, i + 8) of a BF16 / FP16 operand (16 bytes).
+__device__ __forceinline__ void store8_operand16(void* p, Operand op, int64_t i, const float (&v)[8]) {
+  *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = pack8_operand16(op, v);
 }
 
 // Packs 4 e4m3 codes (little-endian: code 0 in the low byte).
@@ -353,19 +365,27 @@ __device__ __forceinline__ void store_row_code(void* p, Operand op, int64_t i, u
 // ROW quantisation of 8 values at elements [i, i + 8) of a row-quantised operand with scale s:
 // 8 e4m3 codes (fp8 operand, 8-byte store) or their exact values (bf16 / fp16 operand of the
 // 4-bit formats, 16-byte store), each as store_row_code(quant_row(v, s)).
-__device__ __forceinline__ void store8_row_codes(void* p, Operand op, int64_t i, const float (&v)[8], float s) {
+// Per-token fp8 codes of 8 values as the operand stores them: e4m3 codes (8 bytes, in .x .y) or,
+// for a 16-bit operand, the codes' values (16 bytes).
+__device__ __forceinline__ uint4 pack8_row_codes(Operand op, const float (&v)[8], float s) {
   uint8_t q[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) q[j] = quant_row(v[j], s);
-  if (op == Operand::FP8) {
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p) + i) =
-        make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
-    return;
-  }
+  if (op == Operand::FP8) return make_uint4(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]), 0u, 0u);
   float c[8];
 #pragma unroll
   for (int j = 0; j < 8; ++j) c[j] = e4m3_value(q[j]);
-  store8_operand16(p, op, i, c);
+  return pack8_operand16(op, c);
+}
+// Stores what pack8_row_codes / pack8_operand16 packed at element i (8 bytes for FP8, else 16).
+__device__ __forceinline__ void store_packed8(void* p, Operand op, int64_t i, uint4 w) {
+  if (op == Operand::FP8)
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p) + i) = make_uint2(w.x, w.y);
+  else
+    *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = w;
+}
+__device__ __forceinline__ void store8_row_codes(void* p, Operand op, int64_t i, const float (&v)[8], float s) {
+  store_packed8(p, op, i, pack8_row_codes(op, v, s));
 }
 
 // e2m1 RNE code of x as the CPU's float_to_e2m1 (the count of decision points at or below |x|;

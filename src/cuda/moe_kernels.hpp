@@ -89,11 +89,18 @@ struct GatherParams {
   float* row_scale = nullptr;    // ROW: [rows] output scales
   BlockScaleOut block;           // BLOCK (row_expert is set for every mode)
   const float* nvfp4_input_scale = nullptr;  // NVFP4: [E]
+  // Token-major gather (token_gather_applies): the tokens and the row of each slot (-1: none).
+  int64_t M = 0;
+  const int32_t* slot_row = nullptr;  // [M * topk]
 };
 // Dynamic per-tensor scale of GEMM1's operand: amax of hidden_states (all M rows), or of the
 // router-weighted rows when on_input. *amax_bits must be zeroed first (launcher does it).
 void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float* amax_bits, cudaStream_t stream);
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream);
+// Whether launch_gather reads each token once and stores it to all its slots' rows (many tokens,
+// no router weight on the input, a vector gather's format; permute.cu).
+constexpr int64_t kTokenGatherMinTokens = 1024;
+bool token_gather_applies(const GatherParams& p);
 // Decode-sized calls (at most 32 slots, a vector gather's format): launch_plan and launch_gather
 // in one kernel, the same plan arrays and the same operand rows (permute.cu).
 bool plan_gather_fused_applies(const GatherParams& p, int64_t slots);

@@ -407,19 +407,19 @@ __global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherPar
   }
 }
 
-// Stores the 8 operand values of the vector gathers at element o: converted (16-bit operands) or
-// quantised with the per-tensor scale s (fp8).
+// The 8 operand values of the vector gathers as stored: converted (16-bit operands, 16 bytes) or
+// quantised with the per-tensor scale s (fp8: 8 bytes in .x .y).
+__device__ __forceinline__ uint4 pack_gather8(const GatherParams& p, const float (&v)[8], bool fp8, float s) {
+  if (!fp8) return pack8_operand16(p.op, v);
+  uint8_t q[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
+  return make_uint4(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]), 0u, 0u);
+}
+// Stores the 8 operand values of the vector gathers at element o.
 __device__ __forceinline__ void store_gather8(const GatherParams& p, int64_t o, const float (&v)[8], bool fp8,
                                               float s) {
-  if (!fp8) {
-    store8_operand16(p.out, p.op, o, v);
-  } else {
-    uint8_t q[8];
-#pragma unroll
-    for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.out) + o) =
-        make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
-  }
+  store_packed8(p.out, fp8 ? Operand::FP8 : p.op, o, pack_gather8(p, v, fp8, s));
 }
 
 // Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
@@ -468,6 +468,79 @@ __global__ void __launch_bounds__(kVecThreads) gather_vec_row_kernel(GatherParam
     }
   }
 }
+// ---- token-major gathers (many tokens, no router weight on the input) ----
+// The row walks above read x once per slot, and the rows of one token sit experts apart: at 4096
+// tokens of DeepSeek-V3's 7168 columns x is 58 MB, more than the L2, so each slot re-reads its
+// token from HBM. Without the router weight on the input a token's rows are equal, so these kernels
+// take one token per block (grid-stride over the M tokens), read and convert / quantise each
+// 8-column chunk once and store it to the row of every slot of the token (slot_row; -1: no row).
+// Values, codes and scales as the row kernels (tested bitwise against the general gather).
+template <class Each>
+__device__ __forceinline__ void for_token_rows(const GatherParams& p, int64_t t, Each each) {
+  for (int64_t k = 0; k < p.topk; ++k) {
+    const int32_t r = __ldg(p.slot_row + t * p.topk + k);
+    if (r >= 0) each(static_cast<int64_t>(r));
+  }
+}
+
+// NONE and TENSOR_* quantisation, as gather_vec_row_kernel.
+__global__ void __launch_bounds__(kVecThreads) gather_token_vec_kernel(GatherParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.K / 8);
+  const bool fp8 = p.quant != Fp8Quant::NONE;
+  const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
+  const Operand op = fp8 ? Operand::FP8 : p.op;
+  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      const int64_t k = static_cast<int64_t>(l) * 8;
+      float v[8];
+      gemm1_values8(p, t, 1.0f, k, v);
+      const uint4 w = pack_gather8(p, v, fp8, s);
+      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, op, r * p.K + k, w); });
+    }
+  }
+}
+
+// ROW (per-token fp8), as gather_row_vec_kernel: the token's amax once, its scale to every row.
+__global__ void __launch_bounds__(kVecThreads) gather_token_row_vec_kernel(GatherParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.K / 8);
+  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
+    float m = 0.0f;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float v[8];
+      gemm1_values8(p, t, 1.0f, static_cast<int64_t>(l) * 8, v);
+      m = fmaxf(m, amax8(v));
+    }
+    const float s = scale_from_amax(block_max(m));
+    if (threadIdx.x == 0) for_token_rows(p, t, [&](int64_t r) { p.row_scale[r] = s; });
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      const int64_t k = static_cast<int64_t>(l) * 8;
+      float v[8];
+      gemm1_values8(p, t, 1.0f, k, v);
+      const uint4 w = pack8_row_codes(p.op, v, s);
+      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, p.op, r * p.K + k, w); });
+    }
+  }
+}
+
+// BLOCK (fp8-block 1x128 groups, K a multiple of 128), as gather_block_vec_kernel.
+__global__ void __launch_bounds__(kVecThreads) gather_token_block_vec_kernel(GatherParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.K / 8);
+  uint8_t* q = static_cast<uint8_t*>(p.out);
+  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
+    quantise_block_lanes(
+        lanes, p.block.ue8m0, [&](int l, float (&v)[8]) { gemm1_values8(p, t, 1.0f, static_cast<int64_t>(l) * 8, v); },
+        [&](int l, uint2 codes, float s) {
+          for_token_rows(p, t, [&](int64_t r) {
+            *reinterpret_cast<uint2*>(q + r * p.K + static_cast<int64_t>(l) * 8) = codes;
+            if ((l & 15) == 0) p.block.scale[block_scale_index(p.block, r, l / 16, lanes / 16)] = s;
+          });
+        });
+  }
+}
+
 // Rows from which gather_vec_row_kernel serves the vector gather (below: one thread per (row, 8
 // columns) over the whole grid, more blocks per row for decode-sized calls).
 constexpr int64_t kGatherRowWalkMinRows = 256;
@@ -603,8 +676,27 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
   }
 }
 
+static bool block_vec_gather_applies(const GatherParams& p) {
+  return p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8);
+}
+
+bool token_gather_applies(const GatherParams& p) {
+  return !p.on_input && p.slot_row != nullptr && p.topk >= 2 && p.M >= kTokenGatherMinTokens &&
+         (block_vec_gather_applies(p) || vec_gather_kind(p) != VecGather::NONE);
+}
+
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
-  if (p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8)) {
+  if (token_gather_applies(p)) {
+    const unsigned grid = row_grid(p.M), threads = row_threads8(p.K);
+    if (p.quant == Fp8Quant::BLOCK)
+      launch_chained(gather_token_block_vec_kernel, grid, threads, 0, stream, p);
+    else if (vec_gather_kind(p) == VecGather::ROW)
+      launch_chained(gather_token_row_vec_kernel, grid, threads, 0, stream, p);
+    else
+      launch_chained(gather_token_vec_kernel, grid, threads, 0, stream, p);
+    return;
+  }
+  if (block_vec_gather_applies(p)) {
     launch_chained(gather_block_vec_kernel, row_grid(max_rows), kVecThreads, 0, stream, p);
     return;
   }

@@ -167,7 +167,7 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
 // The GEMM1 operand of one quantisation mode (BLOCK, ROW, NVFP4, NONE or TENSOR_STATIC) and
 // operand type from the vector and the general gather kernel (M tokens, top-4).
 void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda::Operand op, bool ue8m0,
-                  int64_t M = 50) {
+                  int64_t M = 50, bool token_major = false) {
   const int64_t topk = 4;
   const int E = 6;
   std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0 + 8 * static_cast<int>(op)));
@@ -209,6 +209,8 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
     gp.on_input = on_input;
     gp.row_slot = plan.p.row_slot;
     gp.rows = plan.p.expert_offsets + E;
+    gp.M = M;
+    gp.slot_row = plan.p.slot_row;
     gp.out = q.get();
     gp.op = op;
     gp.quant = quant;
@@ -217,6 +219,8 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
     else gp.row_scale = static_cast<float*>(s.get());
     if (quant == cuda::Fp8Quant::TENSOR_STATIC) gp.scale = {static_cast<const float*>(tensor_scale_d.get()), false};
     gp.nvfp4_input_scale = static_cast<const float*>(in_scale_d.get());
+    // The aligned x takes the token-major gather where the case asks for it, the shifted x never.
+    EXPECT_EQ(cuda::token_gather_applies(gp), token_major && x == x_aligned.ptr);
     cuda::launch_gather(gp, slots, nullptr);
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, x_aligned.ptr, x_shifted.ptr, q_vec, q_gen, s_vec,
@@ -283,6 +287,32 @@ INSTANTIATE_TEST_SUITE_P(Cases, GatherVecPaths,
                            return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
                                   (std::get<1>(info.param) ? "_oninput" : "") +
                                   (mode == 0 ? "_bf16" : mode == 1 ? "_fp16" : "_fp8_static");
+                         });
+
+// The token-major gathers (kTokenGatherMinTokens tokens, top-4, no router weight on the input):
+// each token read once and stored to all its rows, the same codes and scales as the general gather;
+// with the router weight on the input the row walks serve the call (the token's rows differ).
+// Modes: NONE to bf16 / fp16, TENSOR_STATIC, ROW to fp8 / bf16 values, BLOCK (K = 2176: 17 groups).
+const char* const kTokenModes[] = {"_bf16", "_fp16", "_fp8_static", "_row_fp8", "_row_bf16", "_block"};
+class GatherTokenPaths : public ::testing::TestWithParam<std::tuple<DType, bool, int>> {};
+
+TEST_P(GatherTokenPaths, TokenMajorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [dt, on_input, mode] = GetParam();
+  const cuda::Fp8Quant quant = mode == 2   ? cuda::Fp8Quant::TENSOR_STATIC
+                               : mode >= 5 ? cuda::Fp8Quant::BLOCK
+                               : mode >= 3 ? cuda::Fp8Quant::ROW
+                                           : cuda::Fp8Quant::NONE;
+  const cuda::Operand op = mode == 0 || mode == 4 ? cuda::Operand::BF16 : mode == 1 ? cuda::Operand::FP16 : cuda::Operand::FP8;
+  gather_paths(dt, on_input, mode == 5 ? 2176 : 2056, quant, op, false, cuda::kTokenGatherMinTokens, !on_input);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, GatherTokenPaths,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F32), ::testing::Bool(),
+                                            ::testing::Range(0, 6)),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
+                                  (std::get<1>(info.param) ? "_oninput" : "") + kTokenModes[std::get<2>(info.param)];
                          });
 
 // The dynamic per-tensor amax of x (fp8-tensor without input scales): the 16-byte vector kernel
