@@ -142,7 +142,8 @@ __device__ __forceinline__ void for_each_row(const ActivationParams& p, Body bod
 // fp8-block, N a multiple of 128, no per-column dequant: one block per row and column chunk
 // (grid-stride over the rows that exist; gridDim.y chunks of whole groups, several only for few
 // rows: at decode sizes one block per row left Mixtral's 14336-wide rows on 2 SMs), half a warp
-// per 128-wide group, 8 outputs per lane. Values, scales and codes as activation_block_kernel.
+// per 128-wide group, 8 outputs per lane, at most a chunk's lanes of threads. Values, scales and
+// codes as activation_block_kernel.
 __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(ActivationParams p) {
   chain_wait();
   const int lanes = static_cast<int>(p.N / 8);
@@ -292,7 +293,11 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
     // the GPU with one block each.
     const int64_t chunks = (p.N + kVecThreads * 8 - 1) / (kVecThreads * 8);
     const unsigned y = max_rows * chunks <= 4096 ? static_cast<unsigned>(chunks) : 1u;
-    launch_chained(activation_block_vec_kernel, dim3(row_grid(max_rows), y), kVecThreads, 0, stream, p);
+    // No more threads than a block's chunk has lanes (whole warps, as the kernel's chunk): a
+    // 256-wide row (DeepSeek-V3 TP8) is one warp's work, and 256 threads left 7 of 8 warps idle.
+    const int64_t lanes = p.N / 8, chunk = ((lanes + y - 1) / y + 31) / 32 * 32;
+    const unsigned threads = static_cast<unsigned>(std::min<int64_t>(kVecThreads, chunk));
+    launch_chained(activation_block_vec_kernel, dim3(row_grid(max_rows), y), threads, 0, stream, p);
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&

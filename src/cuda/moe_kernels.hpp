@@ -99,7 +99,7 @@ void launch_gemm1_amax(const GatherParams& p, int64_t M, int64_t max_rows, float
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream);
 // Whether launch_gather reads each token once and stores it to all its slots' rows (many tokens,
 // no router weight on the input, a vector gather's format; permute.cu).
-constexpr int64_t kTokenGatherMinTokens = 1024;
+constexpr int64_t kTokenGatherMinTokens = 256;
 bool token_gather_applies(const GatherParams& p);
 // Decode-sized calls (at most 32 slots, a vector gather's format): launch_plan and launch_gather
 // in one kernel, the same plan arrays and the same operand rows (permute.cu).

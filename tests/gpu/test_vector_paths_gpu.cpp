@@ -470,7 +470,7 @@ TEST_P(ActivationBlockPaths, VectorEqualsGeneral) {
 
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationBlockPaths,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
-                                            ::testing::Values(int64_t{384}, int64_t{2176}, int64_t{14336})),
+                                            ::testing::Values(int64_t{256}, int64_t{384}, int64_t{2176}, int64_t{14336})),
                          [](const auto& info) {
                            return act_case_name(std::get<0>(info.param), std::get<1>(info.param) ? "_generic_dq" : "",
                                                 std::get<2>(info.param));
