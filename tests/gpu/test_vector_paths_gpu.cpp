@@ -394,8 +394,9 @@ const ActCase kActCases[] = {
 
 // The GEMM2 operand of one quantisation mode (BLOCK or ROW), dequant kind and operand type from
 // the vector and the general activation kernel.
-void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda::Fp8Quant quant, cuda::Operand op) {
-  const int64_t M = 40, topk = 3;
+void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda::Fp8Quant quant, cuda::Operand op,
+                      DType act_dtype = DType::BF16, int64_t M = 40) {
+  const int64_t topk = 3;
   const int E = 5;
   const int64_t R = c.act == Activation::RELU2 ? N : 2 * N;
   std::mt19937 rng(static_cast<uint32_t>(static_cast<int>(c.act) * 31 + N + 7 * dq + c.interleaved));
@@ -437,7 +438,7 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
       ap.dq.a_row = static_cast<const float*>(a_row_d.get());
       ap.dq.w = static_cast<const float*>(w_col_d.get());
     }
-    ap.act_dtype = DType::BF16;
+    ap.act_dtype = act_dtype;
     ap.out = q.get();
     ap.op = op;
     ap.quant = quant;
@@ -495,6 +496,26 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowPaths,
                            return act_case_name(std::get<0>(info.param),
                                                 std::get<1>(info.param) ? "_channel_fp8" : "_generic_bf16",
                                                 std::get<2>(info.param));
+                         });
+
+// The one-block-per-row ROW kernel stages the row's outputs in the activation dtype (16 bits for
+// bf16 / fp16, exact since they are rounded to it): every dtype, and N = 14336 with 200 tokens x
+// top-3 rows (too many for the cluster kernel, so the row kernel with 28 / 56 KB of staging).
+class ActivationRowStaging : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};
+
+TEST_P(ActivationRowStaging, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [dt, N] = GetParam();
+  activation_paths(kActCases[0], cuda::Dequant::CHANNEL, N, cuda::Fp8Quant::ROW, cuda::Operand::FP8, dt, 200);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowStaging,
+                         ::testing::Combine(::testing::Values(DType::BF16, DType::F16, DType::F32),
+                                            ::testing::Values(int64_t{392}, int64_t{14336})),
+                         [](const auto& info) {
+                           const DType d = std::get<0>(info.param);
+                           return std::string(d == DType::BF16 ? "bf16" : d == DType::F16 ? "f16" : "f32") + "_N" +
+                                  std::to_string(std::get<1>(info.param));
                          });
 
 // NVFP4 activations (W4A4) with the generic dequant of the 4-bit formats.
