@@ -256,6 +256,54 @@ __global__ void quantise_staged_kernel(ActivationParams p) {
   for (int64_t n = cr.begin + threadIdx.x; n < cr.end; n += blockDim.x) q[base + n] = quant_tensor(p.staging[base + n], s);
 }
 
+// Dynamic per-tensor fp8 (TENSOR_DYNAMIC), N a multiple of 8: the scale needs the amax of every
+// row, so the outputs are staged first. One block per row (grid-stride over the rows that exist), 8
+// outputs per thread and step, staged in the activation dtype (16 bits for bf16 / fp16: exact,
+// they are rounded to it), one amax per block (one atomic per block instead of per row);
+// quantise_staged_vec_kernel then writes the codes. Values, amax and codes as activation_kernel
+// + quantise_staged_kernel, which staged fp32 one element per thread.
+__global__ void __launch_bounds__(kVecThreads) activation_dyn_vec_kernel(ActivationParams p) {
+  chain_wait();
+  const bool f32 = p.act_dtype == DType::F32;
+  const Operand op16 = p.act_dtype == DType::BF16 ? Operand::BF16 : Operand::FP16;
+  const int lanes = static_cast<int>(p.N / 8);
+  float m = 0.0f;
+  for_each_row(p, [&](int64_t r, int64_t e, float ds) {
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      const int64_t o = r * p.N + static_cast<int64_t>(l) * 8;
+      float a[8];
+      act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
+      m = fmaxf(m, amax8(a));
+      if (f32) {
+        float4* d = reinterpret_cast<float4*>(p.staging + o);
+        d[0] = make_float4(a[0], a[1], a[2], a[3]);
+        d[1] = make_float4(a[4], a[5], a[6], a[7]);
+      } else {
+        store8_operand16(p.staging, op16, o, a);
+      }
+    }
+  });
+  m = block_max(m);
+  if (threadIdx.x == 0 && m > 0.0f) atomic_max_nonneg(p.amax_bits, m);
+}
+
+__global__ void __launch_bounds__(kVecThreads) quantise_staged_vec_kernel(ActivationParams p) {
+  chain_wait();
+  const int64_t items = static_cast<int64_t>(load_rows(p.rows)) * (p.N / 8);
+  const float s = scale_from_amax(*p.amax_bits);
+  for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < items;
+       it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t o = it * 8;
+    float a[8];
+    load8_as_float(p.staging, p.act_dtype, o, a);
+    uint8_t q[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) q[j] = quant_tensor(a[j], s);
+    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p.out) + o) =
+        make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+  }
+}
+
 // Vector path (gated activations, gate and up halves not interleaved, NONE or TENSOR_STATIC
 // quantisation, no per-row dequant): one thread per (row, 4 outputs), grid-stride over the rows
 // that exist; 16-byte loads of the gate and up values. Same values and rounding as
@@ -341,6 +389,13 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (vec_op && p.act != Activation::RELU2 && !p.interleaved && p.dq.kind != Dequant::CHANNEL && p.N % 4 == 0 &&
       p.R == 2 * p.N && aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
     launch_chained(activation_vec_kernel, vec_grid(max_rows * (p.N / 4)), kVecThreads, 0, stream, p);
+    return;
+  }
+  if (p.quant == Fp8Quant::TENSOR_DYNAMIC && p.op == Operand::FP8 && p.N % 8 == 0 && rows_fit && aligned_to(p.h, 16) &&
+      aligned_to(p.out, 8) && aligned_to(p.staging, 16)) {
+    FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(float), stream));
+    launch_chained(activation_dyn_vec_kernel, row_grid(max_rows), row_threads8(p.N), 0, stream, p);
+    launch_chained(quantise_staged_vec_kernel, vec_grid(max_rows * (p.N / 8)), kVecThreads, 0, stream, p);
     return;
   }
   const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;

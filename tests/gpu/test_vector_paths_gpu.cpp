@@ -418,6 +418,12 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
                w_exp_d = upload_vec(w_exp), w_col_d = upload_vec(w_col);
   DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes + 16),
       s_gen(slots * scale_bytes + 16), staging(slots * N * 4);
+  // Codes poisoned differently, so a byte either kernel leaves unwritten differs; scales zeroed
+  // (TENSOR_DYNAMIC writes only the amax, at the front).
+  FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * code_bytes));
+  FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
+  FMOE_CUDA(cudaMemset(s_vec.get(), 0, slots * scale_bytes + 16));
+  FMOE_CUDA(cudaMemset(s_gen.get(), 0, slots * scale_bytes + 16));
   auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::ActivationParams ap;
     ap.h = static_cast<const float*>(hp);
@@ -444,6 +450,9 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
     ap.quant = quant;
     if (block) {
       ap.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, false};
+    } else if (quant == cuda::Fp8Quant::TENSOR_DYNAMIC) {
+      ap.amax_bits = static_cast<float*>(s.get());
+      ap.staging = static_cast<float*>(staging.get());
     } else if (!nvfp4) {
       ap.row_scale = static_cast<float*>(s.get());
       ap.staging = static_cast<float*>(staging.get());  // the general kernel's
@@ -496,6 +505,27 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowPaths,
                            return act_case_name(std::get<0>(info.param),
                                                 std::get<1>(info.param) ? "_channel_fp8" : "_generic_bf16",
                                                 std::get<2>(info.param));
+                         });
+
+// Dynamic per-tensor fp8 (TENSOR_DYNAMIC: vLLM's online fp8): the staged vector kernel and the
+// general one give the same amax (compared as the first scale bytes) and codes, for every
+// activation layout, no / per-channel dequant, bf16 and fp32 activation dtypes.
+class ActivationDynamicPaths : public ::testing::TestWithParam<std::tuple<int, bool, DType>> {};
+
+TEST_P(ActivationDynamicPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [ci, channel, dt] = GetParam();
+  activation_paths(kActCases[ci], channel ? cuda::Dequant::CHANNEL : cuda::Dequant::NONE, 2056,
+                   cuda::Fp8Quant::TENSOR_DYNAMIC, cuda::Operand::FP8, dt);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationDynamicPaths,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
+                                            ::testing::Values(DType::BF16, DType::F32)),
+                         [](const auto& info) {
+                           return act_case_name(std::get<0>(info.param), std::get<1>(info.param) ? "_channel" : "",
+                                                2056) +
+                                  (std::get<2>(info.param) == DType::F32 ? "_f32" : "_bf16");
                          });
 
 // The one-block-per-row ROW kernel stages the row's outputs in the activation dtype (16 bits for
