@@ -257,7 +257,8 @@ __global__ void quantise_staged_kernel(ActivationParams p) {
 }
 
 // Dynamic per-tensor fp8 (TENSOR_DYNAMIC), N a multiple of 8: the scale needs the amax of every
-// row, so the outputs are staged first. One block per row (grid-stride over the rows that exist), 8
+// row, so the outputs are staged first. One block per row and column chunk (grid-stride over the
+// rows that exist; gridDim.y chunks only for few rows, as activation_block_vec_kernel), 8
 // outputs per thread and step, staged in the activation dtype (16 bits for bf16 / fp16: exact,
 // they are rounded to it), one amax per block (one atomic per block instead of per row);
 // quantise_staged_vec_kernel then writes the codes. Values, amax and codes as activation_kernel
@@ -267,9 +268,11 @@ __global__ void __launch_bounds__(kVecThreads) activation_dyn_vec_kernel(Activat
   const bool f32 = p.act_dtype == DType::F32;
   const Operand op16 = p.act_dtype == DType::BF16 ? Operand::BF16 : Operand::FP16;
   const int lanes = static_cast<int>(p.N / 8);
+  const int chunk = (lanes + gridDim.y - 1) / gridDim.y;
+  const int l_begin = static_cast<int>(blockIdx.y) * chunk, l_end = min(lanes, l_begin + chunk);
   float m = 0.0f;
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
-    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+    for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
       const int64_t o = r * p.N + static_cast<int64_t>(l) * 8;
       float a[8];
       act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
@@ -394,7 +397,10 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (p.quant == Fp8Quant::TENSOR_DYNAMIC && p.op == Operand::FP8 && p.N % 8 == 0 && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, 8) && aligned_to(p.staging, 16)) {
     FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(float), stream));
-    launch_chained(activation_dyn_vec_kernel, row_grid(max_rows), row_threads8(p.N), 0, stream, p);
+    const int64_t chunks = (p.N + kVecThreads * 8 - 1) / (kVecThreads * 8);
+    const int64_t y = max_rows * chunks <= 4096 ? chunks : 1;
+    launch_chained(activation_dyn_vec_kernel, dim3(row_grid(max_rows), static_cast<unsigned>(y)),
+                   row_threads8((p.N / 8 + y - 1) / y * 8), 0, stream, p);
     launch_chained(quantise_staged_vec_kernel, vec_grid(max_rows * (p.N / 8)), kVecThreads, 0, stream, p);
     return;
   }

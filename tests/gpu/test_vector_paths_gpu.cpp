@@ -528,6 +528,14 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationDynamicPaths,
                                   (std::get<2>(info.param) == DType::F32 ? "_f32" : "_bf16");
                          });
 
+// Many rows (700 tokens x top-3 = 2100 rows of N = 2056): whole rows per block instead of the
+// column chunks the parametrised cases (120 rows) get.
+TEST(ActivationDynamicRows, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  activation_paths(kActCases[0], cuda::Dequant::NONE, 2056, cuda::Fp8Quant::TENSOR_DYNAMIC, cuda::Operand::FP8,
+                   DType::BF16, 700);
+}
+
 // The one-block-per-row ROW kernel stages the row's outputs in the activation dtype (16 bits for
 // bf16 / fp16, exact since they are rounded to it): every dtype, and N = 14336 with 200 tokens x
 // top-3 rows (too many for the cluster kernel, so the row kernel with 28 / 56 KB of staging).
