@@ -414,6 +414,7 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
     for (auto& x : *v) x = ud(rng);
   Shifted h_aligned = upload_shifted(h.data(), h.size() * 4, 0);
   Shifted h_shifted = upload_shifted(h.data(), h.size() * 4, 4);
+  DeviceBuffer tensor_scale_d = upload_vec(std::vector<float>{0.0173f});  // TENSOR_STATIC
   DeviceBuffer bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), a_exp_d = upload_vec(a_exp),
                w_exp_d = upload_vec(w_exp), w_col_d = upload_vec(w_col);
   DeviceBuffer q_vec(slots * code_bytes), q_gen(slots * code_bytes), s_vec(slots * scale_bytes + 16),
@@ -450,6 +451,8 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
     ap.quant = quant;
     if (block) {
       ap.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, false};
+    } else if (quant == cuda::Fp8Quant::TENSOR_STATIC) {
+      ap.scale = {static_cast<const float*>(tensor_scale_d.get()), false};
     } else if (quant == cuda::Fp8Quant::TENSOR_DYNAMIC) {
       ap.amax_bits = static_cast<float*>(s.get());
       ap.staging = static_cast<float*>(staging.get());
@@ -526,6 +529,29 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationDynamicPaths,
                            return act_case_name(std::get<0>(info.param), std::get<1>(info.param) ? "_channel" : "",
                                                 2056) +
                                   (std::get<2>(info.param) == DType::F32 ? "_f32" : "_bf16");
+                         });
+
+// Conversion (NONE to bf16 / fp16) and static per-tensor fp8 for every layout: the gated halves
+// take activation_vec_kernel, the others (interleaved, relu2, per-channel dequant)
+// activation_rows_vec_kernel; both against the general kernel.
+class ActivationTensorPaths : public ::testing::TestWithParam<std::tuple<int, bool, int>> {};
+
+TEST_P(ActivationTensorPaths, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [ci, channel, mode] = GetParam();
+  activation_paths(kActCases[ci], channel ? cuda::Dequant::CHANNEL : cuda::Dequant::NONE, 2056,
+                   mode == 2 ? cuda::Fp8Quant::TENSOR_STATIC : cuda::Fp8Quant::NONE,
+                   mode == 0 ? cuda::Operand::BF16 : mode == 1 ? cuda::Operand::FP16 : cuda::Operand::FP8);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationTensorPaths,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
+                                            ::testing::Range(0, 3)),
+                         [](const auto& info) {
+                           const int mode = std::get<2>(info.param);
+                           return act_case_name(std::get<0>(info.param), std::get<1>(info.param) ? "_channel" : "",
+                                                2056) +
+                                  (mode == 0 ? "_bf16" : mode == 1 ? "_fp16" : "_fp8_static");
                          });
 
 // Many rows (700 tokens x top-3 = 2100 rows of N = 2056): whole rows per block instead of the
