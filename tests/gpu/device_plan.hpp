@@ -11,10 +11,13 @@ namespace fusedmoe::gputest {
 struct DevicePlan {
   DeviceBuffer ids, emap, slot_expert, slot_row, row_slot, row_expert, offsets, tiles, chunks;
   cuda::PlanBuffers p;
+  int E = 0;
+  int64_t slots = 0;
   // ids: [slots] global expert ids; E local experts; expert_map: [num_global] or empty (identity).
   DevicePlan(const std::vector<int32_t>& ids_h, int E, const std::vector<int32_t>& expert_map = {},
              int64_t num_global = -1) {
-    const int64_t slots = static_cast<int64_t>(ids_h.size());
+    this->E = E;
+    slots = static_cast<int64_t>(ids_h.size());
     const size_t s = ids_h.size() * 4;
     ids = DeviceBuffer(s);
     slot_expert = DeviceBuffer(s);
@@ -38,6 +41,27 @@ struct DevicePlan {
     }
     cuda::launch_plan(static_cast<const int32_t*>(ids.get()), static_cast<const int32_t*>(emap.get()), slots, E,
                       num_global < 0 ? E : num_global, p, nullptr);
+  }
+
+  // A gather of x ([slots / topk, K] of dtype dt) over this plan into out: the fields every gather
+  // test sets alike (scales and the other per-mode fields are the caller's).
+  cuda::GatherParams gather_params(const void* x, DType dt, int64_t K, int64_t topk, const float* weights,
+                                   bool on_input, void* out, cuda::Operand op, cuda::Fp8Quant quant) const {
+    cuda::GatherParams gp;
+    gp.x = x;
+    gp.x_dtype = dt;
+    gp.K = K;
+    gp.topk = topk;
+    gp.topk_weights = weights;
+    gp.on_input = on_input;
+    gp.row_slot = p.row_slot;
+    gp.rows = p.expert_offsets + E;
+    gp.M = slots / topk;
+    gp.slot_row = p.slot_row;
+    gp.out = out;
+    gp.op = op;
+    gp.quant = quant;
+    return gp;
   }
 };
 

@@ -84,18 +84,8 @@ TEST_P(QuantGpu, MatchesCpuCodecBitwise) {
   const int64_t slots = M * topk;
   DeviceBuffer a1(slots * K), s1(slots * ((K + 127) / 128) * 4);
 
-  cuda::GatherParams gp;
-  gp.x = x_d.get();
-  gp.x_dtype = DType::BF16;
-  gp.K = K;
-  gp.topk = topk;
-  gp.topk_weights = static_cast<const float*>(w_d.get());
-  gp.on_input = on_input;
-  gp.row_slot = plan.p.row_slot;
-  gp.rows = plan.p.expert_offsets + E;
-  gp.out = a1.get();
-  gp.op = cuda::Operand::FP8;
-  gp.quant = cuda::Fp8Quant::BLOCK;
+  cuda::GatherParams gp = plan.gather_params(x_d.get(), DType::BF16, K, topk, static_cast<const float*>(w_d.get()),
+                                              on_input, a1.get(), cuda::Operand::FP8, cuda::Fp8Quant::BLOCK);
   gp.block = {static_cast<float*>(s1.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
   cuda::launch_gather(gp, slots, nullptr);
 

@@ -113,18 +113,8 @@ TEST_P(PlanGather, SamePlanAndRowsAsPlanThenGather) {
   FMOE_CUDA(cudaMemset(rs_got.get(), 0x7F, rs_got.bytes()));
 
   auto params = [&](DevicePlan& plan, DeviceBuffer& out, DeviceBuffer& rs) {
-    cuda::GatherParams gp;
-    gp.x = x_d.get();
-    gp.x_dtype = f.x_dtype;
-    gp.K = K;
-    gp.topk = topk;
-    gp.topk_weights = static_cast<const float*>(w_d.get());
-    gp.on_input = on_input;
-    gp.row_slot = plan.p.row_slot;
-    gp.rows = plan.p.expert_offsets + E;
-    gp.out = out.get();
-    gp.op = f.op;
-    gp.quant = f.quant;
+    cuda::GatherParams gp = plan.gather_params(x_d.get(), f.x_dtype, K, topk, static_cast<const float*>(w_d.get()),
+                                                on_input, out.get(), f.op, f.quant);
     gp.row_scale = static_cast<float*>(rs.get());
     if (f.quant == Fp8Quant::TENSOR_STATIC) gp.scale = {static_cast<const float*>(scale_d.get()), false};
     if (f.quant == Fp8Quant::TENSOR_DYNAMIC) gp.scale = {static_cast<const float*>(amax_d.get()), true};

@@ -200,20 +200,8 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * code_bytes));
   FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
   auto run = [&](const void* x, DeviceBuffer& q, DeviceBuffer& s) {
-    cuda::GatherParams gp;
-    gp.x = x;
-    gp.x_dtype = dt;
-    gp.K = K;
-    gp.topk = topk;
-    gp.topk_weights = static_cast<const float*>(w_d.get());
-    gp.on_input = on_input;
-    gp.row_slot = plan.p.row_slot;
-    gp.rows = plan.p.expert_offsets + E;
-    gp.M = M;
-    gp.slot_row = plan.p.slot_row;
-    gp.out = q.get();
-    gp.op = op;
-    gp.quant = quant;
+    cuda::GatherParams gp =
+        plan.gather_params(x, dt, K, topk, static_cast<const float*>(w_d.get()), on_input, q.get(), op, quant);
     if (block) gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
     else if (nvfp4) gp.block.row_expert = plan.p.row_expert;
     else gp.row_scale = static_cast<float*>(s.get());
