@@ -548,24 +548,26 @@ TEST(ActivationDynamicRows, VectorEqualsGeneral) {
                    DType::BF16, 700);
 }
 
-// The one-block-per-row ROW kernel stages the row's outputs in the activation dtype (16 bits for
-// bf16 / fp16, exact since they are rounded to it): every dtype, and N = 14336 with 200 tokens x
-// top-3 rows (too many for the cluster kernel, so the row kernel with 28 / 56 KB of staging).
-class ActivationRowStaging : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};
+// The ROW kernels stage the row's outputs in the activation dtype (16 bits for bf16 / fp16, exact
+// since they are rounded to it): every dtype; N = 14336 with 40 tokens x top-3 rows runs the
+// cluster kernel, with 200 tokens (too many rows for clusters) the row kernel with 28 / 56 KB.
+class ActivationRowStaging : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t>> {};
 
 TEST_P(ActivationRowStaging, VectorEqualsGeneral) {
   FMOE_REQUIRE_GPU();
-  const auto [dt, N] = GetParam();
-  activation_paths(kActCases[0], cuda::Dequant::CHANNEL, N, cuda::Fp8Quant::ROW, cuda::Operand::FP8, dt, 200);
+  const auto [dt, N, M] = GetParam();
+  activation_paths(kActCases[0], cuda::Dequant::CHANNEL, N, cuda::Fp8Quant::ROW, cuda::Operand::FP8, dt, M);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowStaging,
                          ::testing::Combine(::testing::Values(DType::BF16, DType::F16, DType::F32),
-                                            ::testing::Values(int64_t{392}, int64_t{14336})),
+                                            ::testing::Values(int64_t{392}, int64_t{14336}),
+                                            ::testing::Values(int64_t{40}, int64_t{200})),
                          [](const auto& info) {
                            const DType d = std::get<0>(info.param);
                            return std::string(d == DType::BF16 ? "bf16" : d == DType::F16 ? "f16" : "f32") + "_N" +
-                                  std::to_string(std::get<1>(info.param));
+                                  std::to_string(std::get<1>(info.param)) + "_M" +
+                                  std::to_string(std::get<2>(info.param));
                          });
 
 // NVFP4 activations (W4A4) with the generic dequant of the 4-bit formats.
