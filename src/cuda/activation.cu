@@ -156,61 +156,39 @@ __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(Activ
   });
 }
 
-// ROW quantisation stages a row's outputs in shared memory until the row's amax is known. They
-// are already rounded to the activation dtype, so a 16-bit dtype stages them in 16 bits, exactly:
-// half the shared memory, twice the resident blocks for Mixtral's 14336-wide rows (57 KB of fp32
-// per block allowed 3; bench/results/2026-11-21-h100-191291f-row-stage16).
-struct RowStage {
-  float4* smem;  // [lanes x 8] values of dtype dt
-  DType dt;
-  __device__ void put(int i, const float (&a)[8]) const {
-    if (dt == DType::F32) {
-      smem[2 * i] = make_float4(a[0], a[1], a[2], a[3]);
-      smem[2 * i + 1] = make_float4(a[4], a[5], a[6], a[7]);
-    } else {
-      reinterpret_cast<uint4*>(smem)[i] = pack8_operand16(dt == DType::BF16 ? Operand::BF16 : Operand::FP16, a);
-    }
-  }
-  __device__ void get(int i, float (&a)[8]) const { load8_as_float(smem, dt, static_cast<int64_t>(i) * 8, a); }
-};
-size_t row_stage_bytes(DType dt, int64_t lanes) { return static_cast<size_t>(lanes) * (dt == DType::F32 ? 32 : 16); }
-
-// Outputs [8 l_begin, 8 l_end) of row r staged (lane l at l - l_begin; each read back by the
-// thread that wrote it); returns this thread's amax of them.
-__device__ __forceinline__ float stage_row_part(const ActivationParams& p, const RowStage& st, int64_t r, int64_t e,
-                                                float ds, int l_begin, int l_end) {
-  float m = 0.0f;
-  for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
-    float a[8];
-    act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
-    m = fmaxf(m, amax8(a));
-    st.put(l - l_begin, a);
-  }
-  return m;
-}
-// The codes of the staged part with the row scale s.
-__device__ __forceinline__ void store_row_part_codes(const ActivationParams& p, const RowStage& st, int64_t r, float s,
-                                                     int l_begin, int l_end) {
-  for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
-    float a[8];
-    st.get(l - l_begin, a);
-    store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
-  }
-}
-
 // ROW quantisation (per-token fp8: fp8-channel, and the 4-bit formats with fp8 activations), N a
 // multiple of 8: one block per row (grid-stride over the rows that exist), 8 outputs per thread
-// and step, staged (RowStage) for the row's amax. Values, scale and codes as activation_kernel's
-// ROW case.
+// and step; the rounded outputs wait in shared memory (each read back by the thread that wrote it)
+// for the row's amax. They are already rounded to the activation dtype, so a 16-bit dtype stages
+// them in 16 bits, exactly: half the shared memory, twice the resident blocks for Mixtral's
+// 14336-wide rows (57 KB of fp32 per block allowed 3). Values, scale and codes as
+// activation_kernel's ROW case.
 __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(ActivationParams p) {
   chain_wait();
-  extern __shared__ float4 staged[];  // row_stage_bytes(act_dtype, N / 8)
-  const RowStage st{staged, p.act_dtype};
+  extern __shared__ float4 staged[];  // [N] values of the activation dtype
+  const bool f32 = p.act_dtype == DType::F32;
+  const Operand op16 = p.act_dtype == DType::BF16 ? Operand::BF16 : Operand::FP16;
   const int lanes = static_cast<int>(p.N / 8);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
-    const float s = scale_from_amax(block_max(stage_row_part(p, st, r, e, ds, 0, lanes)));
+    float m = 0.0f;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float a[8];
+      act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
+      m = fmaxf(m, amax8(a));
+      if (f32) {
+        staged[2 * l] = make_float4(a[0], a[1], a[2], a[3]);
+        staged[2 * l + 1] = make_float4(a[4], a[5], a[6], a[7]);
+      } else {
+        reinterpret_cast<uint4*>(staged)[l] = pack8_operand16(op16, a);
+      }
+    }
+    const float s = scale_from_amax(block_max(m));
     if (threadIdx.x == 0) p.row_scale[r] = s;
-    store_row_part_codes(p, st, r, s, 0, lanes);
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float a[8];
+      load8_as_float(staged, p.act_dtype, static_cast<int64_t>(l) * 8, a);
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
+    }
   });
 }
 // Shared memory of activation_row_vec_kernel: rows up to 24576 outputs (Mixtral's 14336 included).
@@ -225,14 +203,21 @@ constexpr int kRowClusterMax = 8;  // the portable cluster size
 __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(ActivationParams p) {
   chain_wait();
   namespace cg = cooperative_groups;
-  extern __shared__ float4 staged[];  // row_stage_bytes(act_dtype, this block's lanes)
+  extern __shared__ float4 staged[];  // [2 * this block's lanes]
   __shared__ float part_amax;
-  const RowStage st{staged, p.act_dtype};
   cg::cluster_group cluster = cg::this_cluster();
   const int lanes = static_cast<int>(p.N / 8), chunk = (lanes + gridDim.y - 1) / gridDim.y;
   const int l_begin = static_cast<int>(blockIdx.y) * chunk, l_end = min(lanes, l_begin + chunk);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {  // the same rows for every block of a cluster
-    const float m = block_max(stage_row_part(p, st, r, e, ds, l_begin, l_end));
+    float m = 0.0f;
+    for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
+      float a[8];
+      act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
+      m = fmaxf(m, amax8(a));
+      staged[2 * (l - l_begin)] = make_float4(a[0], a[1], a[2], a[3]);
+      staged[2 * (l - l_begin) + 1] = make_float4(a[4], a[5], a[6], a[7]);
+    }
+    m = block_max(m);
     if (threadIdx.x == 0) part_amax = m;
     cluster.sync();  // every block's part_amax written and visible
     float row_max = 0.0f;
@@ -240,7 +225,11 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(Act
       row_max = fmaxf(row_max, *cluster.map_shared_rank(&part_amax, rank));
     const float s = scale_from_amax(row_max);
     if (cluster.block_rank() == 0 && threadIdx.x == 0) p.row_scale[r] = s;
-    store_row_part_codes(p, st, r, s, l_begin, l_end);
+    for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
+      const float4 lo = staged[2 * (l - l_begin)], hi = staged[2 * (l - l_begin) + 1];
+      const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
+    }
     cluster.sync();  // no block rewrites part_amax (next row) or exits while others read it
   });
 }
@@ -379,13 +368,13 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
     if (y > 1 && max_rows * y <= 1024) {
       const int64_t chunk = (lanes + y - 1) / y;
       launch_chained_clusters(activation_row_cluster_kernel, dim3(row_grid(max_rows), static_cast<unsigned>(y)),
-                              row_threads8(chunk * 8), row_stage_bytes(p.act_dtype, chunk), stream,
+                              row_threads8(chunk * 8), static_cast<size_t>(chunk) * 32, stream,
                               dim3(1, static_cast<unsigned>(y), 1), p);
       return;
     }
     opt_in_dynamic_smem<activation_row_vec_kernel>(kRowStageMaxBytes);
     launch_chained(activation_row_vec_kernel, row_grid(max_rows), row_threads8(p.N),
-                   row_stage_bytes(p.act_dtype, p.N / 8), stream, p);
+                   static_cast<size_t>(p.N) * (p.act_dtype == DType::F32 ? 4 : 2), stream, p);
     return;
   }
   if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.N % 16 == 0 && rows_fit && aligned_to(p.h, 16) &&
