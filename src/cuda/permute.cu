@@ -468,6 +468,10 @@ __global__ void __launch_bounds__(kVecThreads) gather_vec_row_kernel(GatherParam
     }
   }
 }
+// Rows from which gather_vec_row_kernel serves the vector gather (below: one thread per (row, 8
+// columns) over the whole grid, more blocks per row for decode-sized calls).
+constexpr int64_t kGatherRowWalkMinRows = 256;
+
 // ---- token-major gathers (many tokens, no router weight on the input) ----
 // The row walks above read x once per slot, and the rows of one token sit experts apart: at 4096
 // tokens of DeepSeek-V3's 7168 columns x is 58 MB, more than the L2, so each slot re-reads its
@@ -540,10 +544,6 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_block_vec_kernel(Gat
         });
   }
 }
-
-// Rows from which gather_vec_row_kernel serves the vector gather (below: one thread per (row, 8
-// columns) over the whole grid, more blocks per row for decode-sized calls).
-constexpr int64_t kGatherRowWalkMinRows = 256;
 
 // ---- plan and gather in one kernel (decode-sized calls) ----
 // With at most 32 slots one warp places every slot: a row is the number of valid slots with a
