@@ -76,14 +76,6 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
   return a.k <= kPingpongMaxK && !sm90_use_small_config(a);
 }
 
-// fp8 calls with long K and ~64-192 expected rows per expert (DeepSeek-V3 TP1 / TP8 and Qwen3 GEMM1
-// at 1024-4096 tokens): 64-row pingpong tiles instead of 128-row ones.
-constexpr int64_t kMediumMaxRowsPerGroup = 192;
-inline bool sm90_use_medium_config(const GroupedGemmArgs& a) {
-  const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;
-  return a.k > kPingpongMaxK && !sm90_use_small_config(a) && a.max_rows <= kMediumMaxRowsPerGroup * active;
-}
-
 // fp8 swap-AB calls with short K (the Qwen3 / DeepSeek-TP8 down projections at small and medium
 // batches): a 256-row weight tile, so half as many tiles each pay the per-tile start and
 // epilogue around a mainloop of only 2-8 K tiles. H100 (2026-11-21,

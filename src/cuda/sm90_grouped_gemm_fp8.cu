@@ -39,21 +39,12 @@ using SmallTallConfig = sm90::TileConfig<Shape<_256, _64, _128>, Shape<_1, _1, _
                                          cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                          cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using SmallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallConfig, /*SwapAB=*/true>;
-// Pingpong with 64-row tiles (each consumer warpgroup one 64x256 tile) for ~64-192 rows per
-// expert and long K: rows per expert vary as E[r] +- sqrt(E[r]) under uniform routing, so at 128
-// expected rows half the experts take a second, nearly empty 128-row tile; 64-row tiles halve
-// that padding (sm90_use_medium_config).
-using MediumConfig = sm90::TileConfig<Shape<_64, _256, _128>, Shape<_1, _1, _1>,
-                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
-                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
-using MediumGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, MediumConfig, /*SwapAB=*/false>;
 using SmallTallGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, SmallTallConfig, /*SwapAB=*/true>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
-                   PingpongGemm::workspace_bytes(groups, sm_count), SmallTallGemm::workspace_bytes(groups, sm_count),
-                   MediumGemm::workspace_bytes(groups, sm_count)});
+                   PingpongGemm::workspace_bytes(groups, sm_count), SmallTallGemm::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream) {
@@ -63,8 +54,6 @@ void sm90_grouped_gemm_fp8(const GroupedGemmArgs& args, cudaStream_t stream) {
     SmallGemm::run(args, stream);
   } else if (sm90_use_pingpong_config(args)) {
     PingpongGemm::run(args, stream);
-  } else if (sm90_use_medium_config(args)) {
-    MediumGemm::run(args, stream);
   } else {
     LargeGemm::run(args, stream);
   }
