@@ -166,8 +166,6 @@ __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(Activ
 __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(ActivationParams p) {
   chain_wait();
   extern __shared__ float4 staged[];  // [N] values of the activation dtype
-  const bool f32 = p.act_dtype == DType::F32;
-  const Operand op16 = p.act_dtype == DType::BF16 ? Operand::BF16 : Operand::FP16;
   const int lanes = static_cast<int>(p.N / 8);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     float m = 0.0f;
@@ -175,12 +173,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(Activat
       float a[8];
       act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
       m = fmaxf(m, amax8(a));
-      if (f32) {
-        staged[2 * l] = make_float4(a[0], a[1], a[2], a[3]);
-        staged[2 * l + 1] = make_float4(a[4], a[5], a[6], a[7]);
-      } else {
-        reinterpret_cast<uint4*>(staged)[l] = pack8_operand16(op16, a);
-      }
+      store8_from_float(staged, p.act_dtype, static_cast<int64_t>(l) * 8, a);
     }
     const float s = scale_from_amax(block_max(m));
     if (threadIdx.x == 0) p.row_scale[r] = s;
@@ -265,8 +258,6 @@ __global__ void quantise_staged_kernel(ActivationParams p) {
 // + quantise_staged_kernel, which staged fp32 one element per thread.
 __global__ void __launch_bounds__(kVecThreads) activation_dyn_vec_kernel(ActivationParams p) {
   chain_wait();
-  const bool f32 = p.act_dtype == DType::F32;
-  const Operand op16 = p.act_dtype == DType::BF16 ? Operand::BF16 : Operand::FP16;
   const int lanes = static_cast<int>(p.N / 8);
   const int chunk = (lanes + gridDim.y - 1) / gridDim.y;
   const int l_begin = static_cast<int>(blockIdx.y) * chunk, l_end = min(lanes, l_begin + chunk);
@@ -277,13 +268,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_dyn_vec_kernel(Activat
       float a[8];
       act8(p, r, e, ds, static_cast<int64_t>(l) * 8, a);
       m = fmaxf(m, amax8(a));
-      if (f32) {
-        float4* d = reinterpret_cast<float4*>(p.staging + o);
-        d[0] = make_float4(a[0], a[1], a[2], a[3]);
-        d[1] = make_float4(a[4], a[5], a[6], a[7]);
-      } else {
-        store8_operand16(p.staging, op16, o, a);
-      }
+      store8_from_float(p.staging, p.act_dtype, o, a);
     }
   });
   m = block_max(m);
@@ -345,14 +330,18 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
 
 }  // namespace
 
+// Column chunks (gridDim.y) of the row-walking kernels that split rows: one per pass of a block
+// (2048 outputs) while the rows are too few to fill the GPU with one block each, else 1.
+unsigned row_column_chunks(int64_t max_rows, int64_t n) {
+  const int64_t chunks = (n + kVecThreads * 8 - 1) / (kVecThreads * 8);
+  return max_rows * chunks <= 4096 ? static_cast<unsigned>(chunks) : 1u;
+}
+
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
   if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
       aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
-    // Column chunks of one pass of the block (2048 outputs) while the rows are too few to fill
-    // the GPU with one block each.
-    const int64_t chunks = (p.N + kVecThreads * 8 - 1) / (kVecThreads * 8);
-    const unsigned y = max_rows * chunks <= 4096 ? static_cast<unsigned>(chunks) : 1u;
+    const unsigned y = row_column_chunks(max_rows, p.N);
     // No more threads than a block's chunk has lanes (whole warps, as the kernel's chunk): a
     // 256-wide row (DeepSeek-V3 TP8) is one warp's work, and 256 threads left 7 of 8 warps idle.
     const int64_t lanes = p.N / 8, chunk = ((lanes + y - 1) / y + 31) / 32 * 32;
@@ -394,18 +383,18 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
     launch_chained(activation_vec_kernel, vec_grid(max_rows * (p.N / 4)), kVecThreads, 0, stream, p);
     return;
   }
-  // (Interleaved gate / up and relu2 stay on activation_kernel: a row-walking act8 kernel measured
-  // the same for gpt-oss's activation, 0.22 ms at 4096 tokens; bench/results/2026-11-21-h100-999d5ee-dynamic-fp8-activation.)
   if (p.quant == Fp8Quant::TENSOR_DYNAMIC && p.op == Operand::FP8 && p.N % 8 == 0 && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, 8) && aligned_to(p.staging, 16)) {
     FUSEDMOE_CUDA_CHECK(cudaMemsetAsync(p.amax_bits, 0, sizeof(float), stream));
-    const int64_t chunks = (p.N + kVecThreads * 8 - 1) / (kVecThreads * 8);
-    const int64_t y = max_rows * chunks <= 4096 ? chunks : 1;
-    launch_chained(activation_dyn_vec_kernel, dim3(row_grid(max_rows), static_cast<unsigned>(y)),
-                   row_threads8((p.N / 8 + y - 1) / y * 8), 0, stream, p);
+    const unsigned y = row_column_chunks(max_rows, p.N);
+    launch_chained(activation_dyn_vec_kernel, dim3(row_grid(max_rows), y), row_threads8((p.N / 8 + y - 1) / y * 8), 0,
+                   stream, p);
     launch_chained(quantise_staged_vec_kernel, vec_grid(max_rows * (p.N / 8)), kVecThreads, 0, stream, p);
     return;
   }
+  // NONE / static fp8 with interleaved gate / up or relu2 stay on activation_kernel: a row-walking
+  // act8 kernel measured the same for gpt-oss's activation (0.22 ms at 4096 tokens;
+  // bench/results/2026-11-21-h100-999d5ee-dynamic-fp8-activation).
   const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
   const int threads = whole_row ? whole_row_threads(max_rows, p.N) : (p.N >= 1024 ? 256 : 128);
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.N));

@@ -341,6 +341,17 @@ __device__ __forceinline__ uint4 pack8_operand16(Operand op, const float (&v)[8]
 __device__ __forceinline__ void store8_operand16(void* p, Operand op, int64_t i, const float (&v)[8]) {
   *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = pack8_operand16(op, v);
 }
+// Stores 8 values at elements [i, i + 8) of an F32 / BF16 / F16 array (16-byte aligned), rounded
+// to d (exact for values already of that dtype): the inverse of load8_as_float.
+__device__ __forceinline__ void store8_from_float(void* p, DType d, int64_t i, const float (&v)[8]) {
+  if (d == DType::F32) {
+    float4* q = reinterpret_cast<float4*>(static_cast<float*>(p) + i);
+    q[0] = make_float4(v[0], v[1], v[2], v[3]);
+    q[1] = make_float4(v[4], v[5], v[6], v[7]);
+    return;
+  }
+  store8_operand16(p, d == DType::BF16 ? Operand::BF16 : Operand::FP16, i, v);
+}
 
 // Packs 4 e4m3 codes (little-endian: code 0 in the low byte).
 __device__ __forceinline__ uint32_t pack4_e4m3(uint8_t a, uint8_t b, uint8_t c, uint8_t d) {
@@ -362,9 +373,6 @@ __device__ __forceinline__ void store_row_code(void* p, Operand op, int64_t i, u
   else store_operand(p, op, i, e4m3_value(code));
 }
 
-// ROW quantisation of 8 values at elements [i, i + 8) of a row-quantised operand with scale s:
-// 8 e4m3 codes (fp8 operand, 8-byte store) or their exact values (bf16 / fp16 operand of the
-// 4-bit formats, 16-byte store), each as store_row_code(quant_row(v, s)).
 // Per-token fp8 codes of 8 values as the operand stores them: e4m3 codes (8 bytes, in .x .y) or,
 // for a 16-bit operand, the codes' values (16 bytes).
 __device__ __forceinline__ uint4 pack8_row_codes(Operand op, const float (&v)[8], float s) {
@@ -384,6 +392,9 @@ __device__ __forceinline__ void store_packed8(void* p, Operand op, int64_t i, ui
   else
     *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = w;
 }
+// ROW quantisation of 8 values at elements [i, i + 8) of a row-quantised operand with scale s:
+// 8 e4m3 codes (fp8 operand, 8-byte store) or their exact values (bf16 / fp16 operand of the
+// 4-bit formats, 16-byte store), each as store_row_code(quant_row(v, s)).
 __device__ __forceinline__ void store8_row_codes(void* p, Operand op, int64_t i, const float (&v)[8], float s) {
   store_packed8(p, op, i, pack8_row_codes(op, v, s));
 }
