@@ -3,13 +3,14 @@
 # Sources: every src/cuda/*.cu and *.cpp (routing.cu included). The CUTLASS grouped-GEMM
 # instances live two or three per file (sm90_grouped_gemm_<family>.cu) because each costs about a
 # minute and several GB of compiler memory; FUSEDMOE_SKIP_GPU_FORMATS leaves families out
-# (bf16, fp16, fp8 = fp8-tensor/fp8-channel, fp8_blockwise = fp8-block)
+# (bf16, fp16, fp8 = fp8-tensor/fp8-channel, fp8_blockwise = fp8-block, fp8_groupwise = the
+# large-batch GEMM of w4a8-int4, which then runs its mma kernel at every batch size)
 # (their formats are then refused by can_implement() with a reason naming the option).
 
 file(GLOB FUSEDMOE_CUDA_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/cuda/*.cu ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
 
-set(_fusedmoe_gpu_families bf16 fp16 fp8 fp8_blockwise)
+set(_fusedmoe_gpu_families bf16 fp16 fp8 fp8_blockwise fp8_groupwise)
 foreach(_family IN LISTS FUSEDMOE_SKIP_GPU_FORMATS)
   if(NOT _family IN_LIST _fusedmoe_gpu_families)
     message(FATAL_ERROR "FUSEDMOE_SKIP_GPU_FORMATS: unknown kernel family '${_family}' "

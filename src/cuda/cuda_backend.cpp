@@ -70,6 +70,7 @@ struct Buffers {
   float* amax2 = nullptr;
   void* gemm_ws = nullptr;       // shared by both GEMMs (they run one after the other)
   void* w4_decoded = nullptr;    // 4-bit formats, dequant way: decoded weights of a chunk of experts
+  float* w4_unit_scale = nullptr;  // W4A8 fp8 dequant way: the groupwise GEMM's activation scales (1)
 };
 
 bool is_w4_format(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || f == Format::NVFP4; }
@@ -384,7 +385,10 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::ROW || quant2_ == Fp8Quant::TENSOR_DYNAMIC) b.staging = static_cast<float*>(take(s * N * 4));
     b.y = static_cast<float*>(take(s * K * 4));
     b.gemm_ws = take(gemm_ws_bytes_);
-    if (w4_ && w4_dequant_way(slots)) b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
+    if (w4_ && w4_dequant_way(slots)) {
+      b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
+      if (w4_fp8_) b.w4_unit_scale = static_cast<float*>(take(s * static_cast<size_t>(std::max(K, N) / 128) * 4));
+    }
     *total = off;
     return b;
   }
@@ -419,8 +423,11 @@ class CudaBackend final : public BackendImpl {
     gp.rows = rows;
     gp.M = M;
     gp.slot_row = b.plan.slot_row;
+    // W4A8 at large batches (the fp8 dequant way) multiplies e4m3 codes on the fp8 tensor cores;
+    // its mma way (and the other 4-bit formats) take them as 16-bit values.
+    const Operand op_run = w4_fp8_ && w4_dequant_way(slots) ? Operand::FP8 : op_;
     gp.out = b.a1;
-    gp.op = op_;
+    gp.op = op_run;
     gp.quant = quant1_;
     gp.row_scale = b.row_scale1;
     gp.block = {b.block_scale1, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
@@ -431,7 +438,7 @@ class CudaBackend final : public BackendImpl {
     gp.scale = scale1;
     // GEMM1
     GroupedGemmArgs g1;
-    g1.op = op_;
+    g1.op = op_run;
     g1.a = b.a1;
     g1.b = weights_.w13_weight.data;
     g1.d = b.h;
@@ -468,7 +475,7 @@ class CudaBackend final : public BackendImpl {
                     weights_.w13_input_scale);
     ap.act_dtype = act_dtype;
     ap.out = b.a2;
-    ap.op = op_;
+    ap.op = op_run;
     ap.quant = quant2_;
     TensorScale scale2;
     if (quant2_ == Fp8Quant::TENSOR_STATIC) scale2 = {weights_.w2_input_scale.ptr<const float>(), false};
@@ -526,7 +533,7 @@ class CudaBackend final : public BackendImpl {
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
     } else {
-      if (w4_) run_w4_gemm(g1, w4_weights(true), b.w4_decoded, stream);
+      if (w4_) run_w4_gemm(g1, w4_weights(true), b, stream);
       else run_grouped_gemm(g1, path1_, stream);
       mark(2);
       launch_activation(ap, slots, stream);
@@ -567,7 +574,7 @@ class CudaBackend final : public BackendImpl {
       mark(5);
       return;
     }
-    if (w4_) run_w4_gemm(g2, w4_weights(false), b.w4_decoded, stream);
+    if (w4_) run_w4_gemm(g2, w4_weights(false), b, stream);
     else run_grouped_gemm(g2, path2_, stream);
     mark(4);
     launch_finalize(fp, stream);
@@ -613,15 +620,25 @@ class CudaBackend final : public BackendImpl {
                        std::to_string(shape_.inter) + "); the CPU backend runs it";
       return;
     }
-    // The dequant way needs the SM90 16-bit GEMM; without it (FUSEDMOE_SKIP_GPU_FORMATS) every
-    // batch size runs the mma kernel (correct, slower at large batches).
-    w4_cutlass_ = sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, shape_.w13_rows, shape_.hidden, w.w13_weight.data) &&
-                  sm90_gemm_shape_ok(op_, shape_.hidden, shape_.inter, w.w2_weight.data);
+    // The dequant way needs an SM90 GEMM: for W4A8 the fp8 groupwise one (e4m3 codes, one byte
+    // per weight), else (and for W4A8 builds without it) the 16-bit one. Without either
+    // (FUSEDMOE_SKIP_GPU_FORMATS) every batch size runs the mma kernel (correct, slower at large
+    // batches). The decoded buffer of an expert holds the larger of its two weight matrices
+    // (and for the fp8 way, after the chunk's codes, its fp32 group scales).
+    const int64_t R = shape_.w13_rows, K = shape_.hidden, N = shape_.inter;
+    w4_fp8_ = c.format == Format::W4A8_INT4 && sm90_fp8_groupwise_built() &&
+              sm90_gemm_shape_ok(Operand::FP8, R, K, w.w13_weight.data) &&
+              sm90_gemm_shape_ok(Operand::FP8, K, N, w.w2_weight.data);
+    w4_cutlass_ = w4_fp8_ || (sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, R, K, w.w13_weight.data) &&
+                              sm90_gemm_shape_ok(op_, K, N, w.w2_weight.data));
     const int E = static_cast<int>(shape_.num_experts);
-    w4_expert_bytes_ = static_cast<size_t>(std::max(shape_.w13_rows * shape_.hidden, shape_.hidden * shape_.inter)) * 2;
+    const size_t weights = static_cast<size_t>(std::max(R * K, K * N));
+    w4_expert_bytes_ = w4_fp8_ ? weights + weights / 128 * 4 : weights * 2;
     w4_chunk_experts_ = std::clamp<size_t>(kW4DequantBudget / w4_expert_bytes_, 1, static_cast<size_t>(E));
     if (w4_cutlass_)
-      gemm_ws_bytes_ = grouped_gemm_workspace_bytes(op_, GemmPath::SM90_TMA, static_cast<int>(w4_chunk_experts_), sm_count_);
+      gemm_ws_bytes_ = grouped_gemm_workspace_bytes(w4_fp8_ ? Operand::FP8 : op_,
+                                                    w4_fp8_ ? GemmPath::SM90_FP8_GROUPWISE : GemmPath::SM90_TMA,
+                                                    static_cast<int>(w4_chunk_experts_), sm_count_);
   }
 
   W4Weights w4_weights(bool gemm1) const {
@@ -643,25 +660,39 @@ class CudaBackend final : public BackendImpl {
   }
 
   // One 4-bit GEMM: the mma kernel, or chunk by chunk of experts: decode, then the SM90 GEMM.
-  void run_w4_gemm(const GroupedGemmArgs& g, const W4Weights& w, void* decoded, cudaStream_t stream) const {
+  void run_w4_gemm(const GroupedGemmArgs& g, const W4Weights& w, const Buffers& b, cudaStream_t stream) const {
     if (!w4_dequant_way(g.max_rows)) {
       w4_mma_grouped_gemm(w, g.a, g.d, g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     const int E = g.groups, chunk = static_cast<int>(w4_chunk_experts_);
+    // fp8 way: codes of the chunk, then its group scales (w4_expert_bytes_ per expert in all).
+    uint8_t* codes = static_cast<uint8_t*>(b.w4_decoded);
+    float* scales = reinterpret_cast<float*>(codes + static_cast<size_t>(chunk) * w.n * w.k);
+    if (w4_fp8_) fill_ones(b.w4_unit_scale, g.max_rows * (w.k / 128), stream);
     for (int e0 = 0; e0 < E; e0 += chunk) {
       const int count = std::min(chunk, E - e0);
-      w4_dequantize_weights(w, e0, count, g.expert_offsets, decoded, stream);
       GroupedGemmArgs c = g;
-      c.b = decoded;
       c.groups = count;
       c.expert_offsets = g.expert_offsets + e0;
-      run_grouped_gemm(c, GemmPath::SM90_TMA, stream);
+      if (w4_fp8_) {
+        w4a8_decode_fp8(w, e0, count, g.expert_offsets, codes, scales, stream);
+        c.op = Operand::FP8;
+        c.b = codes;
+        c.a_scale = b.w4_unit_scale;
+        c.b_scale = scales;
+        run_grouped_gemm(c, GemmPath::SM90_FP8_GROUPWISE, stream);
+      } else {
+        w4_dequantize_weights(w, e0, count, g.expert_offsets, b.w4_decoded, stream);
+        c.b = b.w4_decoded;
+        run_grouped_gemm(c, GemmPath::SM90_TMA, stream);
+      }
     }
   }
 
   bool w4_ = false;
   bool w4_cutlass_ = false;
+  bool w4_fp8_ = false;  // W4A8's dequant way decodes to e4m3 and runs the fp8 groupwise GEMM
   size_t w4_expert_bytes_ = 0, w4_chunk_experts_ = 0;
 
   LayerConfig config_;

@@ -11,6 +11,7 @@ const char* gemm_path_name(GemmPath p) {
   switch (p) {
     case GemmPath::SM90_TMA: return "sm90-tma";
     case GemmPath::SM90_FP8_BLOCK: return "sm90-fp8-blockwise";
+    case GemmPath::SM90_FP8_GROUPWISE: return "sm90-fp8-groupwise";
     default: return "simt";
   }
 }
@@ -20,6 +21,13 @@ bool sm90_fp8_blockwise_built() { return false; }
 size_t sm90_grouped_gemm_fp8_blockwise_workspace(int, int) { return 0; }
 void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs&, cudaStream_t) {
   throw Error("grouped GEMM: the fp8 blockwise instances were left out of this build");
+}
+#endif
+#ifdef FUSEDMOE_SKIP_GPU_FP8_GROUPWISE
+bool sm90_fp8_groupwise_built() { return false; }
+size_t sm90_grouped_gemm_fp8_groupwise_workspace(int, int) { return 0; }
+void sm90_grouped_gemm_fp8_groupwise(const GroupedGemmArgs&, cudaStream_t) {
+  throw Error("grouped GEMM: the fp8 groupwise instance was left out of this build");
 }
 #endif
 
@@ -63,6 +71,7 @@ bool sm90_gemm_shape_ok(Operand op, int64_t n, int64_t k, const void* b) {
 size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int sm_count) {
   if (path == GemmPath::SIMT) return 0;
   if (path == GemmPath::SM90_FP8_BLOCK) return sm90_grouped_gemm_fp8_blockwise_workspace(groups, sm_count);
+  if (path == GemmPath::SM90_FP8_GROUPWISE) return sm90_grouped_gemm_fp8_groupwise_workspace(groups, sm_count);
   switch (op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16: return sm90_grouped_gemm_bf16_workspace(groups, sm_count);
@@ -86,6 +95,10 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
     // Decode-like calls stream the weights on the small-M path, as the other fp8 formats.
     if (small_m_takes(args, path)) small_m_grouped_gemm(args, stream, true);
     else sm90_grouped_gemm_fp8_blockwise(args, stream);
+    return;
+  }
+  if (path == GemmPath::SM90_FP8_GROUPWISE) {
+    sm90_grouped_gemm_fp8_groupwise(args, stream);
     return;
   }
   if (small_m_takes(args, path)) {

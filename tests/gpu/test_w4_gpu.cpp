@@ -2,7 +2,8 @@
 // and uint4b8), MXFP4 (bf16 and fp8 activations, linear and swizzled scales, the gpt-oss
 // swigluoai in both layouts with biases), NVFP4 (bf16 and nvfp4 W4A4 activations). Each case
 // runs both GEMM ways: few tokens (the mma kernel) and many tokens per expert (decode to 16 bits
-// + the SM90 GEMM), plus a graph-captured replay that must write the same bytes.
+// + the SM90 GEMM; W4A8: to e4m3 codes + the fp8 groupwise GEMM), plus a graph-captured replay
+// that must write the same bytes.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -71,7 +72,8 @@ TEST_P(W4Gpu, DecodeSizesMatchOracle) {
   check_against_oracle(one, make_layer(one), make_inputs(one, 1));  // all rows on expert 0
 }
 
-// Many tokens per expert: the dequant way (decoded weights + the SM90 16-bit GEMM).
+// Many tokens per expert: the dequant way (decoded weights + the SM90 16-bit GEMM; W4A8: e4m3
+// codes + the fp8 groupwise GEMM).
 TEST_P(W4Gpu, LargeBatchMatchesOracle) {
   FMOE_REQUIRE_GPU();
   const W4Case& w = kCases[GetParam()];
@@ -100,19 +102,35 @@ TEST(W4GpuEdge, SizesTheKernelsCannotTakeAreRefused) {
   expect_refused(make_w4_case(kCases[8], 4, 48, 64, 4, 2, 3), {"multiples of 32"});
 }
 
-// expert_map with -1 entries and ids out of range on a 4-bit layer (both ways).
+// W4A8 group scales outside fp16's range (a 16-bit decode would multiply int4 by the scale in
+// fp16: subnormal below 2^-14, inf above 8188); the mma and fp8 dequant ways apply them in fp32.
+TEST(W4GpuEdge, W4a8ScalesOutsideFp16Range) {
+  FMOE_REQUIRE_GPU();
+  for (float gain : {1e-4f, 1e6f}) {
+    for (int64_t M : {5, 300}) {
+      Case c = make_w4_case(kCases[0], M, 256, 128, 4, 2, 13 + M);
+      c.w_gain = gain;
+      check_against_oracle(c, make_layer(c), make_inputs(c, c.E));
+    }
+  }
+}
+
+// expert_map with -1 entries and ids out of range on a 4-bit layer (both ways; mxfp4 and W4A8,
+// whose dequant ways differ).
 TEST(W4GpuEdge, ExpertMapAndOutOfRangeIds) {
   FMOE_REQUIRE_GPU();
-  for (int64_t M : {6, 300}) {
-    Case c = make_w4_case(kCases[3], M, 256, 128, 4, 2, 91 + M);
-    const LayerFile lf = make_layer(c);
-    Inputs in = make_inputs(c, 8);  // ids in [0, 8): global experts
-    in.has_map = true;
-    in.expert_map = HostTensor(DType::I32, {8});
-    const int32_t map[8] = {0, -1, 1, -1, 2, 3, -1, -1};
-    for (int i = 0; i < 8; ++i) in.expert_map.data<int32_t>()[i] = map[i];
-    in.ids.data<int32_t>()[0] = 1000;  // out of range: contributes nothing
-    check_against_oracle(c, lf, in);
+  for (int which : {3, 0}) {
+    for (int64_t M : {6, 300}) {
+      Case c = make_w4_case(kCases[which], M, 256, 128, 4, 2, 91 + M);
+      const LayerFile lf = make_layer(c);
+      Inputs in = make_inputs(c, 8);  // ids in [0, 8): global experts
+      in.has_map = true;
+      in.expert_map = HostTensor(DType::I32, {8});
+      const int32_t map[8] = {0, -1, 1, -1, 2, 3, -1, -1};
+      for (int i = 0; i < 8; ++i) in.expert_map.data<int32_t>()[i] = map[i];
+      in.ids.data<int32_t>()[0] = 1000;  // out of range: contributes nothing
+      check_against_oracle(c, lf, in);
+    }
   }
 }
 

@@ -1,0 +1,201 @@
+#pragma once
+// The CUTLASS ptr-array grouped GEMM with fp8 operands and fp32 scales promoted per 128-wide K
+// block inside the mainloop ("FP8 blockwise" collective):
+//   acc += dot(a[m, kb*128 .. +128], w[n, kb*128 .. +128]) * a_scale[m, kb] * w_scale[n / WeightGran, kb]
+// D is the scaled fp32 result. Two users, each in its own translation unit (one or a few
+// instances per .cu, each costs about a minute of compiler time):
+//   sm90_grouped_gemm_fp8_blockwise.cu  fp8-block (DeepSeek-V3): weight scales per 128 x 128 block
+//                                        (WeightGran = 128)
+//   sm90_grouped_gemm_fp8_groupwise.cu  W4A8 at large batches: int4 weights decoded to e4m3 codes,
+//                                        their group scales per row and 128-wide K group
+//                                        (WeightGran = 1)
+//
+// Scale layouts (per group g, rows_g rows of activations starting at row0, see grouped_gemm.hpp):
+//   activations 1 x 128 along K: column-major [KB, rows_g] at a_scale + row0 * KB (CUTLASS's
+//     MN-major SFA/SFB layout for a per-group extent of rows_g);
+//   weights WeightGran x 128: the stored [n / WeightGran, KB] row-major scales of expert g (K-major).
+// CUTLASS rebuilds each group's scale layout from its problem shape, so only the per-group base
+// pointers are written (by setup_blockwise_kernel, on the device, from the expert offsets).
+// The collective needs n and k to be multiples of 128 (whole scale blocks per tile along N for
+// 128-row weight blocks; a K tile is one scale block); callers refuse other shapes up front.
+#include "cuda/chained_launch.cuh"
+#include "cuda/sm90_grouped_gemm.cuh"
+#include "cutlass/detail/blockwise_scale_layout.hpp"
+
+namespace fusedmoe::cuda::sm90_blockwise {
+using namespace cute;
+
+constexpr int kBlock = 128;
+
+template <class TileShape, bool SwapAB, int WeightGran = kBlock>
+struct BlockwiseGemm {
+  using Element = cutlass::float_e4m3_t;
+  using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+  using Shape3 = typename ProblemShape::UnderlyingProblemShape;
+  using LayoutA = cutlass::layout::RowMajor;
+  using LayoutB = cutlass::layout::ColumnMajor;
+  using LayoutD = cute::conditional_t<SwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+  using ElementD = float;
+  static constexpr int kAlignAB = 16;
+  static constexpr int kAlignD = 4;
+  using ClusterShape = Shape<_1, _1, _1>;
+
+  // Activations: one scale per row (granularity 1, MN-major); weights: WeightGran rows (K-major).
+  static_assert(WeightGran == kBlock || WeightGran == 1, "weight scales per 128 rows or per row");
+  static constexpr int kGranM = SwapAB ? WeightGran : 1;
+  static constexpr int kGranN = SwapAB ? 1 : WeightGran;
+  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<
+      kGranM, kGranN, kBlock, SwapAB ? cute::GMMA::Major::K : cute::GMMA::Major::MN,
+      SwapAB ? cute::GMMA::Major::MN : cute::GMMA::Major::K>;
+  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+
+  using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+      cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD, ElementD, LayoutD*,
+      kAlignD, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
+      cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cute::tuple<LayoutA*, LayoutSFA*>, kAlignAB,
+      Element, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using StrideA = typename Kernel::InternalStrideA;
+  using StrideB = typename Kernel::InternalStrideB;
+  using StrideD = typename Kernel::InternalStrideD;
+
+  struct Arrays {
+    Shape3* problems;
+    const Element** ptr_a;
+    const Element** ptr_b;
+    ElementD** ptr_d;
+    const float** ptr_sfa;
+    const float** ptr_sfb;
+    StrideA* stride_a;
+    StrideB* stride_b;
+    StrideD* stride_d;
+    void* cutlass_workspace;
+  };
+
+  static size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
+
+  static Arrays carve(void* base, int groups, size_t* total) {
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+      void* p = static_cast<char*>(base) + off;
+      off += align256(bytes);
+      return p;
+    };
+    const size_t g = static_cast<size_t>(groups);
+    Arrays a;
+    a.problems = static_cast<Shape3*>(take(g * sizeof(Shape3)));
+    a.ptr_a = static_cast<const Element**>(take(g * sizeof(void*)));
+    a.ptr_b = static_cast<const Element**>(take(g * sizeof(void*)));
+    a.ptr_d = static_cast<ElementD**>(take(g * sizeof(void*)));
+    a.ptr_sfa = static_cast<const float**>(take(g * sizeof(void*)));
+    a.ptr_sfb = static_cast<const float**>(take(g * sizeof(void*)));
+    a.stride_a = static_cast<StrideA*>(take(g * sizeof(StrideA)));
+    a.stride_b = static_cast<StrideB*>(take(g * sizeof(StrideB)));
+    a.stride_d = static_cast<StrideD*>(take(g * sizeof(StrideD)));
+    a.cutlass_workspace = static_cast<char*>(base) + off;
+    *total = off;
+    return a;
+  }
+
+  static typename Gemm::Arguments arguments(const Arrays& arr, int groups, int device, int sm_count) {
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = device;
+    hw.sm_count = sm_count;
+    typename Gemm::Arguments args;
+    args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    args.problem_shape = {groups, arr.problems, nullptr};  // shapes live on the device only
+    // The per-group scale layouts are derived from the problem shapes by the collective.
+    args.mainloop = {arr.ptr_a, arr.stride_a, arr.ptr_b, arr.stride_b, arr.ptr_sfa, nullptr, arr.ptr_sfb, nullptr};
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.dC = arr.stride_d;
+    args.epilogue.ptr_D = arr.ptr_d;
+    args.epilogue.dD = arr.stride_d;
+    auto& f = args.epilogue.thread;
+    f.alpha = 1.0f;
+    f.beta = 0.0f;
+    f.alpha_ptr = nullptr;
+    f.beta_ptr = nullptr;
+    f.alpha_ptr_array = nullptr;
+    f.beta_ptr_array = nullptr;
+    f.dAlpha = {cute::_0{}, cute::_0{}, 0};
+    f.dBeta = {cute::_0{}, cute::_0{}, 0};
+    args.hw_info = hw;
+    return args;
+  }
+
+  static size_t workspace_bytes(int groups, int sm_count) {
+    size_t arrays = 0;
+    Arrays arr = carve(nullptr, groups, &arrays);
+    const auto args = arguments(arr, groups, 0, sm_count);
+    return arrays + align256(Gemm::get_workspace_size(args));
+  }
+
+  static void run(const GroupedGemmArgs& g, cudaStream_t stream);
+};
+
+template <bool SwapAB, int WeightGran, class StrideA, class StrideB, class StrideD, class Shape3>
+__global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n, int k, const uint8_t* a,
+                                       const uint8_t* b, float* d, const float* a_scale, const float* b_scale,
+                                       Shape3* problems, const void** ptr_a, const void** ptr_b, float** ptr_d,
+                                       const float** ptr_sfa, const float** ptr_sfb, StrideA* stride_a,
+                                       StrideB* stride_b, StrideD* stride_d) {
+  chain_wait();
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
+  const int64_t row0 = offsets[g];
+  const int rows = offsets[g + 1] - offsets[g];
+  const int kb = (k + kBlock - 1) / kBlock, nb = (n + WeightGran - 1) / WeightGran;
+  const uint8_t* act = a + row0 * k;
+  const uint8_t* wgt = b + static_cast<int64_t>(g) * n * k;
+  const float* act_s = a_scale + row0 * kb;
+  const float* wgt_s = b_scale + static_cast<int64_t>(g) * nb * kb;
+  ptr_d[g] = d + row0 * n;
+  if constexpr (SwapAB) {
+    problems[g] = Shape3{n, rows, k};
+    ptr_a[g] = wgt;
+    ptr_b[g] = act;
+    ptr_sfa[g] = wgt_s;
+    ptr_sfb[g] = act_s;
+    stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {n, k, 1});
+    stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {rows, k, 1});
+    stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {n, rows, 1});
+  } else {
+    problems[g] = Shape3{rows, n, k};
+    ptr_a[g] = act;
+    ptr_b[g] = wgt;
+    ptr_sfa[g] = act_s;
+    ptr_sfb[g] = wgt_s;
+    stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
+    stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
+    stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {rows, n, 1});
+  }
+}
+
+template <class TileShape, bool SwapAB, int WeightGran>
+void BlockwiseGemm<TileShape, SwapAB, WeightGran>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+  size_t arrays_bytes = 0;
+  const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
+  const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
+  launch_chained(setup_blockwise_kernel<SwapAB, WeightGran, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0, stream,
+      g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const uint8_t*>(g.a),
+      static_cast<const uint8_t*>(g.b), g.d, g.a_scale, g.b_scale, arr.problems,
+      reinterpret_cast<const void**>(arr.ptr_a), reinterpret_cast<const void**>(arr.ptr_b), arr.ptr_d, arr.ptr_sfa,
+      arr.ptr_sfb, arr.stride_a, arr.stride_b, arr.stride_d);
+  const auto args = arguments(arr, g.groups, g.device, g.sm_count);
+  Gemm gemm;
+  sm90::check_cutlass(gemm.can_implement(args), "can_implement (fp8 blockwise)");
+  sm90::check_cutlass(gemm.initialize(args, arr.cutlass_workspace, stream), "initialize (fp8 blockwise)");
+  sm90::check_cutlass(gemm.run(stream), "run (fp8 blockwise)");
+}
+
+}  // namespace fusedmoe::cuda::sm90_blockwise
