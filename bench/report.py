@@ -178,9 +178,10 @@ def ceilings_table(bench, repeat=None) -> str:
         out.append(f"| {label} | {val(c, key, fmt)} | {val(r, key, fmt) if repeat else '–'} | {unit} | "
                    f"{_md_escape(how)} |")
     out.append("")
-    out.append(f"Roofline rates used: bf16/fp16 formats and the 4-bit formats (their weights are decoded to bf16 / fp16 "
+    out.append(f"Roofline rates used: bf16/fp16 formats and mxfp4 / nvfp4 (their weights are decoded to bf16 "
                f"and run on 16-bit tensor cores, whatever the activation type) at the BF16 "
-               f"rate; fp8 formats at the FP8 rate ({_md_escape(c.get('fp8_rate_used', ''))}); "
+               f"rate; fp8 formats and w4a8-int4 (int4 decoded to e4m3 for the fp8 tensor cores) at the FP8 "
+               f"rate ({_md_escape(c.get('fp8_rate_used', ''))}); "
                f"fp32 at {_md_escape(c.get('fp32_rate_used', ''))}.")
     if c.get("errors"):
         out.append(f"\nCeiling errors: {_md_escape(c['errors'])}")

@@ -141,9 +141,12 @@ std::string FormatVariant::rate_class() const {
     case Format::BF16: case Format::FP16: return "bf16";
     case Format::FP32: return "fp32";
     case Format::FP8_TENSOR: case Format::FP8_CHANNEL: case Format::FP8_BLOCK: return "fp8";
-    // The 4-bit formats run on 16-bit tensor cores (w4_gemm.hpp: weights decoded exactly to
-    // bf16, or fp16 for w4a8 - the same dense rate on Hopper), whatever the activation type.
-    case Format::W4A8_INT4: case Format::MXFP4: case Format::NVFP4: return "bf16";
+    // w4a8's large-batch GEMM runs on the fp8 tensor cores (int4 decoded to e4m3 codes,
+    // w4_gemm.hpp; its decode kernel uses 16-bit mma.sync, where the weight stream bounds it).
+    case Format::W4A8_INT4: return "fp8";
+    // mxfp4 / nvfp4 run on 16-bit tensor cores (weights decoded exactly to bf16), whatever the
+    // activation type.
+    case Format::MXFP4: case Format::NVFP4: return "bf16";
   }
   return "bf16";
 }

@@ -41,8 +41,9 @@ struct FormatVariant {
 
   fusedmoe::DType hidden_dtype() const;  // F16 for fp16, F32 for fp32, else BF16
   // The tensor-core operand type whose measured matmul rate bounds this format:
-  // "bf16" (bf16, fp16, 4-bit weights with bf16 or nvfp4 activations: Hopper has no FP4 MMA and
-  // an e2m1 value times its e4m3 scale is exact in bf16), "fp8" (fp8-*, w4a8, mxfp4-fp8), "fp32".
+  // "bf16" (bf16, fp16, mxfp4 / nvfp4 whatever the activation type: Hopper has no FP4 MMA and an
+  // e2m1 value times its e4m3 / e8m0 scale is exact in bf16), "fp8" (fp8-*, w4a8-int4: int4 is
+  // exact in e4m3), "fp32".
   std::string rate_class() const;
   // Relative Frobenius tolerance against the float64 oracle, by activation operand type:
   // bf16/fp16 2e-2, fp32 1e-4, fp8 6e-2, nvfp4 1e-1.
