@@ -79,15 +79,6 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
   return a.k <= kPingpongMaxK && !sm90_use_small_config(a);
 }
 
-// fp8-block calls with ~64-192 expected rows per active expert and long K: 64-row pingpong tiles
-// (sm90_grouped_gemm_fp8_blockwise.cu). Not yet measured.
-constexpr int64_t kMediumBlockMaxRowsPerGroup = 192;
-constexpr int64_t kMediumBlockMinK = 4096;
-inline bool sm90_use_medium_block_config(const GroupedGemmArgs& a) {
-  const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;
-  return a.k >= kMediumBlockMinK && !sm90_use_small_config(a) && a.max_rows <= kMediumBlockMaxRowsPerGroup * active;
-}
-
 // fp8 swap-AB calls with short K (the Qwen3 / DeepSeek-TP8 down projections at small and medium
 // batches): a 256-row weight tile, so half as many tiles each pay the per-tile start and
 // epilogue around a mainloop of only 2-8 K tiles. H100 (2026-11-21,

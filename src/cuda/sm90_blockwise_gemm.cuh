@@ -27,9 +27,7 @@ using namespace cute;
 
 constexpr int kBlock = 128;
 
-// Pingpong = true: each consumer warpgroup owns a whole tile (64-row tiles), the two alternate
-// mainloop and epilogue; else both cooperate on one tile (128 or 256 rows).
-template <class TileShape, bool SwapAB, int WeightGran = kBlock, bool Pingpong = false>
+template <class TileShape, bool SwapAB, int WeightGran = kBlock>
 struct BlockwiseGemm {
   using Element = cutlass::float_e4m3_t;
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
@@ -55,9 +53,7 @@ struct BlockwiseGemm {
   using CollectiveEpilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
       cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, LayoutD*, kAlignD, ElementD, LayoutD*,
-      kAlignD,
-      cute::conditional_t<Pingpong, cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong,
-                          cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>,
+      kAlignD, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative,
       cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
@@ -65,8 +61,7 @@ struct BlockwiseGemm {
       Element, cute::tuple<LayoutB*, LayoutSFB*>, kAlignAB, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cute::conditional_t<Pingpong, cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise,
-                          cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>>::CollectiveOp;
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -186,8 +181,8 @@ __global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n
   }
 }
 
-template <class TileShape, bool SwapAB, int WeightGran, bool Pingpong>
-void BlockwiseGemm<TileShape, SwapAB, WeightGran, Pingpong>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class TileShape, bool SwapAB, int WeightGran>
+void BlockwiseGemm<TileShape, SwapAB, WeightGran>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);

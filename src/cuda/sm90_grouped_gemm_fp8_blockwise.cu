@@ -3,10 +3,9 @@
 // and the scale layouts: sm90_blockwise_gemm.cuh). D is the dequantised fp32 result, and the
 // next stages apply no further dequant.
 //
-// Four instances: 128x128x128 (activations x weights^T) for many rows per expert, pingpong
-// 64x128x128 for ~64-192 rows per expert and long K (sm90_use_medium_block_config), swap-AB
-// 128x64x128 (weights on the 128-row side, tokens on N) for few, and swap-AB 256x64x128 for few
-// with short K.
+// Three instances, as the other fp8 family: 128x128x128 (activations x weights^T) for many rows per
+// expert, swap-AB 128x64x128 (weights on the 128-row side, tokens on N) for few, and swap-AB
+// 256x64x128 for few with short K.
 #include <algorithm>
 
 #include "cuda/sm90_blockwise_gemm.cuh"
@@ -15,29 +14,24 @@ namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
 using sm90_blockwise::BlockwiseGemm;
-constexpr int kBlockScale = sm90_blockwise::kBlock;
 
 using LargeGemm = BlockwiseGemm<Shape<_128, _128, _128>, /*SwapAB=*/false>;
 using SmallGemm = BlockwiseGemm<Shape<_128, _64, _128>, /*SwapAB=*/true>;
 // Swap-AB with short K (sm90_use_small_tall_config, as the fp8 family): 256 weight rows per tile,
 // two 128-row weight scale blocks.
 using SmallTallGemm = BlockwiseGemm<Shape<_256, _64, _128>, /*SwapAB=*/true>;
-// 64-row tiles: under uniform routing an expert gets E[r] +- sqrt(E[r]) rows, so at 128 expected
-// rows (DeepSeek-V3 at 4096 tokens) half the experts take a second, nearly empty 128-row tile.
-using MediumGemm = BlockwiseGemm<Shape<_64, _128, _128>, /*SwapAB=*/false, kBlockScale, /*Pingpong=*/true>;
 }  // namespace
 
 bool sm90_fp8_blockwise_built() { return true; }
 
 size_t sm90_grouped_gemm_fp8_blockwise_workspace(int groups, int sm_count) {
   return std::max({LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count),
-                   SmallTallGemm::workspace_bytes(groups, sm_count), MediumGemm::workspace_bytes(groups, sm_count)});
+                   SmallTallGemm::workspace_bytes(groups, sm_count)});
 }
 
 void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs& args, cudaStream_t stream) {
   if (sm90_use_small_tall_config(args)) SmallTallGemm::run(args, stream);
   else if (sm90_use_small_config(args)) SmallGemm::run(args, stream);
-  else if (sm90_use_medium_block_config(args)) MediumGemm::run(args, stream);
   else LargeGemm::run(args, stream);
 }
 

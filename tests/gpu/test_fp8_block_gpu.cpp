@@ -12,7 +12,6 @@
 #include <tuple>
 #include <vector>
 
-#include "cuda/grouped_gemm.hpp"
 #include "cuda/moe_kernels.hpp"
 #include "fusedmoe/codecs.hpp"
 #include "fusedmoe/quantize.hpp"
@@ -193,25 +192,6 @@ TEST(Fp8BlockGpuShapes, LargeConfig) {
     c.topk = 2;
     check_block(c, ue8m0);
   }
-}
-
-// The 64-row pingpong config (sm90_use_medium_block_config: K >= 4096, 33..192 expected rows per
-// expert): GEMM1 takes it (K = 4096, ~100 rows per expert, partial 64-row tiles); GEMM2 (K = 256)
-// the 128x128 config.
-TEST(Fp8BlockGpuShapes, MediumConfig) {
-  FMOE_REQUIRE_GPU();
-  Case c = block_case(9530);
-  c.M = 203;
-  c.K = 4096;
-  c.N = 256;
-  c.E = 4;
-  c.topk = 2;
-  cuda::GroupedGemmArgs g;  // GEMM1's view of the call
-  g.k = c.K;
-  g.groups = static_cast<int>(c.E);
-  g.max_rows = c.M * c.topk;
-  ASSERT_TRUE(cuda::sm90_use_medium_block_config(g));
-  check_block(c, false);
 }
 
 TEST(Fp8BlockGpuShapes, ManyKBlocksTopk8) {
