@@ -533,6 +533,8 @@ class CudaBackend final : public BackendImpl {
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
     } else {
+      // The W4A8 fp8 way's activation scales (all 1), written once for both GEMMs (the carve's extent).
+      if (w4_ && op_run == Operand::FP8) fill_ones(b.w4_unit_scale, slots * (std::max(K, N) / 128), stream);
       if (w4_) run_w4_gemm(g1, w4_weights(true), b, stream);
       else run_grouped_gemm(g1, path1_, stream);
       mark(2);
@@ -666,10 +668,10 @@ class CudaBackend final : public BackendImpl {
       return;
     }
     const int E = g.groups, chunk = static_cast<int>(w4_chunk_experts_);
-    // fp8 way: codes of the chunk, then its group scales (w4_expert_bytes_ per expert in all).
+    // fp8 way: codes of the chunk, then its group scales (w4_expert_bytes_ per expert in all);
+    // the activation scales (b.w4_unit_scale) were set to 1 by run_stages.
     uint8_t* codes = static_cast<uint8_t*>(b.w4_decoded);
     float* scales = reinterpret_cast<float*>(codes + static_cast<size_t>(chunk) * w.n * w.k);
-    if (w4_fp8_) fill_ones(b.w4_unit_scale, g.max_rows * (w.k / 128), stream);
     for (int e0 = 0; e0 < E; e0 += chunk) {
       const int count = std::min(chunk, E - e0);
       GroupedGemmArgs c = g;

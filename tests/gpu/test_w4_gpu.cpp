@@ -8,6 +8,7 @@
 
 #include <string>
 
+#include "cuda/w4_gemm.hpp"
 #include "gpu/gpu_test_util.hpp"
 
 namespace fusedmoe::gputest {
@@ -78,6 +79,7 @@ TEST_P(W4Gpu, LargeBatchMatchesOracle) {
   FMOE_REQUIRE_GPU();
   const W4Case& w = kCases[GetParam()];
   const Case c = make_w4_case(w, 300, 256, 128, 4, 2, 55 + 1000 * GetParam());
+  ASSERT_TRUE(cuda::w4_use_dequant(c.M * c.topk, static_cast<int>(c.E)));  // the way this test is for
   check_against_oracle(c, make_layer(c), make_inputs(c, c.E));
 }
 
