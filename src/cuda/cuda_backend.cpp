@@ -386,7 +386,8 @@ class CudaBackend final : public BackendImpl {
     b.y = static_cast<float*>(take(s * K * 4));
     b.gemm_ws = take(gemm_ws_bytes_);
     if (w4_ && w4_dequant_way(slots)) {
-      b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
+      // The decoded copy is only for a GEMM the wgmma kernel cannot take (w4_wgmma.cu).
+      if (!w4_wgmma1_ || !w4_wgmma2_) b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
       if (w4_fp8_) b.w4_unit_scale = static_cast<float*>(take(s * static_cast<size_t>(std::max(K, N) / 128) * 4));
     }
     *total = off;
@@ -535,7 +536,7 @@ class CudaBackend final : public BackendImpl {
     } else {
       // The W4A8 fp8 way's activation scales (all 1), written once for both GEMMs (the carve's extent).
       if (w4_ && op_run == Operand::FP8) fill_ones(b.w4_unit_scale, slots * (std::max(K, N) / 128), stream);
-      if (w4_) run_w4_gemm(g1, w4_weights(true), b, stream);
+      if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);
       mark(2);
       launch_activation(ap, slots, stream);
@@ -576,7 +577,7 @@ class CudaBackend final : public BackendImpl {
       mark(5);
       return;
     }
-    if (w4_) run_w4_gemm(g2, w4_weights(false), b, stream);
+    if (w4_) run_w4_gemm(g2, false, b, stream);
     else run_grouped_gemm(g2, path2_, stream);
     mark(4);
     launch_finalize(fp, stream);
@@ -633,6 +634,10 @@ class CudaBackend final : public BackendImpl {
               sm90_gemm_shape_ok(Operand::FP8, K, N, w.w2_weight.data);
     w4_cutlass_ = w4_fp8_ || (sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, R, K, w.w13_weight.data) &&
                               sm90_gemm_shape_ok(op_, K, N, w.w2_weight.data));
+    // MXFP4 / NVFP4 at large batches: the wgmma kernel decodes in its mainloop (no decoded copy)
+    // where the GEMM's k is a multiple of 64; a GEMM it cannot take decodes chunk by chunk.
+    w4_wgmma1_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(true));
+    w4_wgmma2_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(false));
     const int E = static_cast<int>(shape_.num_experts);
     const size_t weights = static_cast<size_t>(std::max(R * K, K * N));
     w4_expert_bytes_ = w4_fp8_ ? weights + weights / 128 * 4 : weights * 2;
@@ -662,9 +667,14 @@ class CudaBackend final : public BackendImpl {
   }
 
   // One 4-bit GEMM: the mma kernel, or chunk by chunk of experts: decode, then the SM90 GEMM.
-  void run_w4_gemm(const GroupedGemmArgs& g, const W4Weights& w, const Buffers& b, cudaStream_t stream) const {
+  void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
+    const W4Weights w = w4_weights(gemm1);
     if (!w4_dequant_way(g.max_rows)) {
       w4_mma_grouped_gemm(w, g.a, g.d, g.groups, g.expert_offsets, g.max_rows, stream);
+      return;
+    }
+    if (gemm1 ? w4_wgmma1_ : w4_wgmma2_) {
+      w4_wgmma_grouped_gemm(w, g.a, g.d, g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     const int E = g.groups, chunk = static_cast<int>(w4_chunk_experts_);
@@ -695,6 +705,7 @@ class CudaBackend final : public BackendImpl {
   bool w4_ = false;
   bool w4_cutlass_ = false;
   bool w4_fp8_ = false;  // W4A8's dequant way decodes to e4m3 and runs the fp8 groupwise GEMM
+  bool w4_wgmma1_ = false, w4_wgmma2_ = false;  // GEMM1 / GEMM2 large batches on the wgmma kernel
   size_t w4_expert_bytes_ = 0, w4_chunk_experts_ = 0;
 
   LayerConfig config_;

@@ -28,13 +28,14 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/smem_opt_in.hpp"
+#include "cuda/w4_decode.cuh"
 #include "cuda/w4_gemm.hpp"
 #include "fusedmoe/error.hpp"
 
 namespace fusedmoe::cuda {
 namespace {
 
-enum Fmt : int { kInt4 = 0, kMx = 1, kNv = 2 };
+using namespace w4;
 
 constexpr int kWarps = 4;
 
@@ -49,17 +50,6 @@ struct Params {
   bool uint4b8, swizzled;
 };
 
-__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
-  uint32_t r;
-  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(sel));
-  return r;
-}
-
-__device__ __forceinline__ uint32_t bf16x2_mul(uint32_t a, uint32_t b) {
-  __nv_bfloat162 r = __hmul2(*reinterpret_cast<__nv_bfloat162*>(&a), *reinterpret_cast<__nv_bfloat162*>(&b));
-  return *reinterpret_cast<uint32_t*>(&r);
-}
-
 __device__ __forceinline__ uint32_t f16x2_mul(uint32_t a, uint32_t b) {
   __half2 r = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
   return *reinterpret_cast<uint32_t*>(&r);
@@ -68,12 +58,7 @@ __device__ __forceinline__ uint32_t f16x2_mul(uint32_t a, uint32_t b) {
 // Word of 8 packed values (k0 in the low nibble) -> pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) of
 // 16-bit values:
 //   int4: q exactly (fp16); the group scale is applied to the fp32 sums (see the kernel).
-//   e2m1: value x s2, where s2 = block scale x 2^(126 - kE2m1Shift) (both halves): the bits
-//         read as bf16 are value x 2^-126, so the result is value x scale x 2^-kE2m1Shift,
-//         exact, and the fp32 sums are multiplied by 2^kE2m1Shift at the end. (The shift keeps
-//         scale x 2^(126 - shift) inside bf16's range for every e4m3 scale and e8m0 scales up to
-//         2^11; weights scaled beyond 2^11 overflow to inf, never to a wrong finite value.)
-constexpr int kE2m1Shift = 10;
+//   e2m1: value x s2, s2 = block scale x 2^(126 - kE2m1Shift) (w4_decode.cuh).
 template <int F>
 __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b8, uint32_t (&p)[4]) {
   if constexpr (F == kInt4) {
@@ -94,11 +79,6 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b
   }
 }
 
-__device__ __forceinline__ int64_t swizzled_offset(int64_t m, int64_t kk, int64_t cols) {
-  const int64_t kt = (cols + 3) / 4;
-  return (m / 128) * (kt * 512) + (kk / 4) * 512 + (m % 32) * 16 + ((m % 128) / 32) * 4 + (kk % 4);
-}
-
 // The scale of row `row` of expert e for the values from k index kk on, in two steps so that
 // the load can be issued chunks ahead of its use (converting right after the load would make
 // the warp wait for it there): load_scale_raw returns the stored bits (bf16 / e8m0 / e4m3),
@@ -117,23 +97,6 @@ __device__ __forceinline__ uint32_t load_scale_raw(const Params& p, int64_t e, i
       return s[e * per_expert + swizzled_offset(row, b, cols)];
     }
     return s[(e * p.n + row) * cols + b];
-  }
-}
-
-template <int F>
-__device__ __forceinline__ uint32_t scale_bits(uint32_t raw) {
-  if constexpr (F == kInt4) {
-    return raw << 16;
-  } else if constexpr (F == kMx) {
-    // 2^(code - 127) x 2^(126 - shift): bf16 exponent field code - 1 - shift + 127.
-    const int ex = static_cast<int>(raw) + 126 - kE2m1Shift;
-    const uint32_t bits = raw == 0xFF ? 0x7FC0u : (ex >= 255 ? 0x7F80u : static_cast<uint32_t>(ex) << 7);
-    return bits | (bits << 16);
-  } else {
-    const __half_raw hr = __nv_cvt_fp8_to_halfraw(static_cast<__nv_fp8_storage_t>(raw), __NV_E4M3);
-    const float sf = __half2float(__half(hr)) * 0x1p116f;  // exact: 2^(126 - kE2m1Shift)
-    const uint32_t bits = __bfloat16_as_ushort(__float2bfloat16_rn(sf));
-    return bits | (bits << 16);
   }
 }
 

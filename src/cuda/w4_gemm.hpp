@@ -71,6 +71,17 @@ inline bool w4_use_dequant(int64_t max_rows, int groups) {
   const int64_t active = max_rows < groups ? max_rows : groups;
   return active > 0 && max_rows >= kW4DequantMinRowsPerExpert * active;
 }
+// MXFP4 / NVFP4 at many tokens per expert (w4_wgmma.cu): the weights decoded inside a wgmma
+// mainloop, no decoded copy (replaces the dequant way where it applies: k % 64 == 0).
+bool w4_wgmma_shape_ok(const W4Weights& w);
+void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
+                           int64_t max_rows, cudaStream_t stream);
+// Tokens per CTA tile: 128 once the expected rows per active expert pass 96, else 64.
+inline int w4_wgmma_token_tile(int64_t max_rows, int groups) {
+  const int64_t active = max_rows < groups ? max_rows : groups;
+  return active > 0 && max_rows > 96 * active ? 128 : 64;
+}
+
 // Bytes of decoded weights kept at once by the dequant way (a whole number of experts, >= 1).
 constexpr size_t kW4DequantBudget = size_t(512) << 20;
 
