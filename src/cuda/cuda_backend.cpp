@@ -663,7 +663,8 @@ class CudaBackend final : public BackendImpl {
   }
 
   bool w4_dequant_way(int64_t slots) const {
-    return w4_cutlass_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts));
+    const int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? kW4WgmmaMinRowsPerExpert : kW4DequantMinRowsPerExpert;
+    return w4_cutlass_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
   }
 
   // One 4-bit GEMM: the mma kernel, or chunk by chunk of experts: decode, then the SM90 GEMM.

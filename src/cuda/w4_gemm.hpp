@@ -63,25 +63,23 @@ void fill_ones(float* out, int64_t count, cudaStream_t stream);
 // What the shapes need: k a multiple of 32 (one lane reads 32 values = 16 bytes of a row).
 bool w4_shape_ok(const W4Weights& w, const char** why);
 
-// Host choice between the two ways: decode-and-CUTLASS once the expected rows per active expert
+// Host choice between the two ways: the large-batch way once the expected rows per active expert
 // reach this (the mma kernel re-reads the weights once per 32 tokens of an expert and its
 // mma.sync peak is well below wgmma's).
 constexpr int64_t kW4DequantMinRowsPerExpert = 48;
-inline bool w4_use_dequant(int64_t max_rows, int groups) {
+// With the wgmma kernel (no decoded copy) the large-batch way pays from fewer rows: H100,
+// bench/results/2026-11-22-h100-w4-wgmma-ab: at 32 rows per expert 0.79-0.83x the mma
+// kernel's layer time (DeepSeek-V3 TP1, gpt-oss-120b M = 1024), at 16 rows 0.95-1.08x (Qwen3 M = 256).
+constexpr int64_t kW4WgmmaMinRowsPerExpert = 32;
+inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4DequantMinRowsPerExpert) {
   const int64_t active = max_rows < groups ? max_rows : groups;
-  return active > 0 && max_rows >= kW4DequantMinRowsPerExpert * active;
+  return active > 0 && max_rows >= min_rows * active;
 }
 // MXFP4 / NVFP4 at many tokens per expert (w4_wgmma.cu): the weights decoded inside a wgmma
 // mainloop, no decoded copy (replaces the dequant way where it applies: k % 64 == 0).
 bool w4_wgmma_shape_ok(const W4Weights& w);
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                            int64_t max_rows, cudaStream_t stream);
-// Tokens per CTA tile: 128 once the expected rows per active expert pass 96, else 64.
-inline int w4_wgmma_token_tile(int64_t max_rows, int groups) {
-  const int64_t active = max_rows < groups ? max_rows : groups;
-  return active > 0 && max_rows > 96 * active ? 128 : 64;
-}
-
 // Bytes of decoded weights kept at once by the dequant way (a whole number of experts, >= 1).
 constexpr size_t kW4DequantBudget = size_t(512) << 20;
 

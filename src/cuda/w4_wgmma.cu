@@ -4,19 +4,22 @@
 // read back (the dequant way, w4_gemm.hpp). Numerics are the dequant way's: every e2m1 x block
 // scale product is an exact bf16 value (w4_decode.cuh), fp32 accumulation in the tensor cores.
 //
-// Tile: a CTA of two warpgroups owns 128 weight rows (64 per warpgroup, the wgmma M side) and
-// TM tokens of one expert (the wgmma N side) - swap-AB, so the weights are the register-sourced
-// operand A and the activations the shared-memory operand B, and D is the transposed output
-// tile (weight rows x tokens), stored to d[token][row] in fp32.
-// Pipeline: all 256 threads copy stage s + kStages - 2 (activations: TM rows x 64 k bf16 into a
+// Tile: a CTA of two warpgroups owns 128 weight rows (64 per warpgroup, the wgmma M side) and up
+// to 256 tokens of one expert (the wgmma N side, two halves of 128) - swap-AB, so the weights are
+// the register-sourced operand A and the activations the shared-memory operand B, and D is the
+// transposed output tile (weight rows x tokens), stored to d[token][row] in fp32. Each half runs
+// a wgmma of N = 32, 64 or 128, the fewest that hold its rows: an expert with 140 rows costs
+// 128 + 32 tokens of MMA and one weight decode (with 128-token tiles it took two CTAs, each
+// decoding the weights: the decode, not the MMA, bounds this kernel's instruction issue).
+// Pipeline: all 256 threads copy stage s + kStages - 2 (activations: 256 rows x 64 k bf16 into a
 // 128-byte-swizzled K-major tile, as wgmma reads it; weights: 128 rows x 32 packed bytes) with
 // cp.async while stage s is decoded and multiplied; the raw block scales travel in registers,
 // loaded three stages ahead. Decoding: for k16 step j the wgmma A fragment of lane (g, t) holds
 // rows g / g + 8 at k = 16 j + 2t, 2t + 1 (one packed byte) and 16 j + 2t + 8, + 9 (another), so
 // each fragment register is one byte of the row's packed words: prmt picks it, a multiply by
 // 4097 spreads its two nibbles to the two 16-bit halves, and the shifts/masks of the e2m1 ->
-// bf16 placement follow; then the bf16x2 multiply by the block scale. Two register sets of A
-// fragments alternate so that stage s + 1 is decoded while stage s's wgmmas run.
+// bf16 placement follow; then the bf16x2 multiply by the block scale. The fragments of step j
+// are decoded while the wgmmas of the steps before it run (one commit group per k16 step).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -40,13 +43,11 @@ constexpr int kRowsPerCta = 128;  // weight rows (64 per warpgroup)
 constexpr int kBK = 64;          // k per stage: one 128-byte swizzle row of bf16 activations
 constexpr int kWPitch = 48;      // bytes per weight row per stage (32 used; 48: the 8 rows a warp reads hit distinct banks)
 
-template <int TM>
-struct Cfg {
-  static constexpr int kStages = TM >= 128 ? 6 : 8;
-  static constexpr int kBBytes = TM * 128;                 // activation tile of a stage
-  static constexpr int kWBytes = kRowsPerCta * kWPitch;    // weight tile of a stage
-  static constexpr int kSmem = kStages * (kBBytes + kWBytes) + 1024;  // + alignment slack
-};
+constexpr int TM = 256;          // tokens per CTA tile: two halves of up to 128 (wgmma N)
+constexpr int kStages = 5;
+constexpr int kBBytes = TM * 128;                 // activation tile of a stage (two 16 KB halves)
+constexpr int kWBytes = kRowsPerCta * kWPitch;    // weight tile of a stage
+constexpr int kSmem = kStages * (kBBytes + kWBytes) + 1024;  // + alignment slack
 
 struct Params {
   const uint8_t* w;
@@ -84,7 +85,7 @@ __device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
          (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
 }
 
-// D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16).
+// D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
@@ -94,13 +95,23 @@ __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t 
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
-// D[64 x 64] += A[64 x 16] (registers, bf16) x B[16 x 64] (shared memory, K-major, bf16).
-__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[32], const uint32_t (&a)[4], uint64_t desc) {
+// D[64 x 64] += A[64 x 16] (registers, bf16) x B[16 x 64] (shared memory, K-major, bf16): d[0 .. 32).
+__device__ __forceinline__ void wgmma_m64n64k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 "
       "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}, {%32,%33,%34,%35}, %36, p, 1, 1, 0;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+// D[64 x 32] += A[64 x 16] (registers, bf16) x B[16 x 32] (shared memory, K-major, bf16): d[0 .. 16).
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
@@ -115,16 +126,18 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[4]) {
   for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[i])::"memory");
 }
 
-template <int TM>
-__device__ __forceinline__ void wgmma_tile(float (&d)[TM / 2], const uint32_t (&a)[4], uint64_t desc) {
-  if constexpr (TM == 128) wgmma_m64n128k16(d, a, desc);
-  else wgmma_m64n64k16(d, a, desc);
+// One half of the token tile: N = 32, 64 or 128 tokens (the fewest that hold its rows), so a
+// half with a few rows costs a small wgmma, not a full one. n is uniform over the CTA.
+__device__ __forceinline__ void wgmma_half(int n, float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+  if (n == 128) wgmma_m64n128k16(d, a, desc);
+  else if (n == 64) wgmma_m64n64k16(d, a, desc);
+  else wgmma_m64n32k16(d, a, desc);
 }
+__device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows > 32 ? 64 : 32); }
 
 // The a-th token tile (TM rows) over the experts that have rows, in expert order: its expert and
 // tile index inside the expert, or e = -1 past the last tile. Block-wide (every thread calls it):
 // kThreads experts per step, tile counts prefix-summed across the block.
-template <int TM>
 __device__ __forceinline__ void find_tile(const int32_t* offsets, int groups, int a, int& e_out, int& tile_out) {
   __shared__ int warp_sums[kThreads / 32];
   __shared__ int found_e, found_tile;
@@ -161,21 +174,6 @@ __device__ __forceinline__ void find_tile(const int32_t* offsets, int groups, in
   tile_out = found_tile;
 }
 
-// Raw block scales of one row for a 64-wide k stage: MXFP4 2 e8m0 bytes, NVFP4 4 e4m3 bytes,
-// contiguous in both layouts (linear: k % 64 == 0 keeps them aligned; 128x4 swizzled: the 4
-// columns of a k group are adjacent bytes).
-template <int F>
-__device__ __forceinline__ uint32_t load_stage_scales(const Params& p, int64_t e, int64_t row, int64_t s) {
-  constexpr int kBs = F == kMx ? 32 : 16, kPer = kBK / kBs;
-  const int64_t cols = p.k / kBs, b = s * kPer;
-  const uint8_t* base = static_cast<const uint8_t*>(p.scale);
-  const uint8_t* src = p.swizzled
-                           ? base + e * (((p.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4)) + swizzled_offset(row, b, cols)
-                           : base + (e * p.n + row) * cols + b;
-  if constexpr (F == kMx) return __ldg(reinterpret_cast<const uint16_t*>(src));
-  else return __ldg(reinterpret_cast<const uint32_t*>(src));
-}
-
 // Byte `t` of `word` (two e2m1 codes) -> bf16x2 bits of value x 2^-126 (low code in the low half).
 __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel) {
   const uint32_t y = prmt(word, 0u, sel);   // the byte alone
@@ -183,18 +181,17 @@ __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel) 
   return ((s << 6) & 0x01C001C0u) | ((s << 12) & 0x80008000u);
 }
 
-template <int F, int TM>
+template <int F>
 __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
   chain_wait();
-  using C = Cfg<TM>;
-  constexpr int S = C::kStages;
+  constexpr int S = kStages;
   extern __shared__ uint8_t smem_raw[];
   int e, tile;
-  find_tile<TM>(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
+  find_tile(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
   if (e < 0) return;
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t sb_addr = (raw_addr + 1023u) & ~1023u;          // activation tiles (1024-aligned)
-  const uint32_t sw_addr = sb_addr + S * C::kBBytes;              // weight tiles
+  const uint32_t sw_addr = sb_addr + S * kBBytes;              // weight tiles
   const uint8_t* sw = smem_raw + (sw_addr - raw_addr);
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
@@ -204,37 +201,75 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
   const int64_t half_k = p.k / 2, nk = p.k / kBK;
   const uint8_t* we = p.w + static_cast<int64_t>(e) * p.n * half_k;
 
+  // Per-thread copy plan, fixed over the k loop (stage s adds s x 128 bytes of activations and
+  // s x 32 bytes of weights): activation chunk (row r_i = tid / 8 + 32 i, 16-byte column
+  // c = tid % 8) lands at r_i x 128 + (c ^ (r_i % 8)) x 16, the 128-byte swizzle wgmma expects.
+  // Rows past the tile's end are not copied: whatever the buffer holds there only reaches the
+  // D columns of those tokens, which are never stored. Weight chunk: row tid / 2, half tid % 2
+  // (zero-filled past n).
+  constexpr int kBChunks = TM * 8 / kThreads;
+  const int brow = tid >> 3, bcol = tid & 7;
+  const uint8_t* bsrc[kBChunks];
+  bool bok[kBChunks];
+#pragma unroll
+  for (int i = 0; i < kBChunks; ++i) {
+    const int r = brow + 32 * i;
+    bok[i] = r < rows;
+    bsrc[i] = reinterpret_cast<const uint8_t*>(p.a + (row0 + (bok[i] ? r : 0)) * p.k) + bcol * 16;
+  }
+  const uint32_t bdst = static_cast<uint32_t>(brow * 128 + ((bcol ^ (brow & 7)) << 4));
+  const int wr = tid >> 1;
+  const bool wok = n0 + wr < p.n;
+  const uint8_t* wsrc = we + (n0 + (wok ? wr : 0)) * half_k + (tid & 1) * 16;
+  const uint32_t wdst = static_cast<uint32_t>(wr * kWPitch + (tid & 1) * 16);
   auto issue = [&](int64_t s) {
     if (s < nk) {
-      const int buf = static_cast<int>(s % S);
+      const uint32_t buf = static_cast<uint32_t>(s % S);
 #pragma unroll
-      for (int i = 0; i < TM * 8 / kThreads; ++i) {  // activations: TM rows x 8 chunks of 16 bytes
-        const int piece = tid + kThreads * i, r = piece >> 3, c = piece & 7;
-        const bool ok = r < rows;
-        const uint16_t* src = ok ? p.a + (row0 + r) * p.k + s * kBK + c * 8 : p.a;
-        cp_async16(sb_addr + buf * C::kBBytes + r * 128 + ((c ^ (r & 7)) << 4), src, ok);
-      }
-      {  // weights: 128 rows x 2 chunks of 16 bytes
-        const int r = tid >> 1, c = tid & 1;
-        const bool ok = n0 + r < p.n;
-        const uint8_t* src = ok ? we + (n0 + r) * half_k + s * (kBK / 2) + c * 16 : p.w;
-        cp_async16(sw_addr + buf * C::kWBytes + r * kWPitch + c * 16, src, ok);
-      }
+      for (int i = 0; i < kBChunks; ++i)
+        if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + s * (kBK * 2), true);
+      cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + s * (kBK / 2), wok);
     }
     cp_async_commit();  // always a group, maybe empty: the wait counts stay uniform
   };
 
-  // This thread's weight rows (A fragment rows g and g + 8 of its warp's 16).
+  // This thread's weight rows (A fragment rows g and g + 8 of its warp's 16) and their block
+  // scales: the stage's bytes are contiguous (2 e8m0 or 4 e4m3) at a fixed stride per stage
+  // (linear: 2 or 4 bytes; swizzled: one 512-byte k group per 4 scale columns). Rows past n read
+  // row 0's (never stored); stages past the end re-read the last one (never used).
   const int lrow = wg * 64 + warp * 16 + g;
   const int64_t r_lo = n0 + lrow, r_hi = r_lo + 8;
+  constexpr int kBs = F == kMx ? 32 : 16, kPer = kBK / kBs;
+  const int64_t scols = p.k / kBs;
+  auto scale_base = [&](int64_t row) {
+    const uint8_t* base = static_cast<const uint8_t*>(p.scale);
+    if (row >= p.n) row = 0;
+    return p.swizzled ? base + e * (((p.n + 127) / 128 * 128) * ((scols + 3) / 4 * 4)) + swizzled_offset(row, 0, scols)
+                      : base + (e * p.n + row) * scols;
+  };
+  const uint8_t* sbase_lo = scale_base(r_lo);
+  const uint8_t* sbase_hi = scale_base(r_hi);
+  auto scale_off = [&](int64_t s) -> int64_t {
+    if (s >= nk) s = nk - 1;
+    if (!p.swizzled) return s * kPer;
+    return F == kMx ? (s >> 1) * 512 + 2 * (s & 1) : s * 512;
+  };
   auto scales = [&](int64_t s, uint32_t& lo, uint32_t& hi) {
-    lo = s < nk && r_lo < p.n ? load_stage_scales<F>(p, e, r_lo, s) : 0u;
-    hi = s < nk && r_hi < p.n ? load_stage_scales<F>(p, e, r_hi, s) : 0u;
+    const int64_t o = scale_off(s);
+    if constexpr (F == kMx) {
+      lo = __ldg(reinterpret_cast<const uint16_t*>(sbase_lo + o));
+      hi = __ldg(reinterpret_cast<const uint16_t*>(sbase_hi + o));
+    } else {
+      lo = __ldg(reinterpret_cast<const uint32_t*>(sbase_lo + o));
+      hi = __ldg(reinterpret_cast<const uint32_t*>(sbase_hi + o));
+    }
   };
 
-  float acc[TM / 2];
+  // Tokens 0..127 of the tile in acc0 (wgmma N = n0w), 128..255 in acc1 (N = n1w, 0: none).
+  const int n0w = half_n(min(rows, 128)), n1w = rows > 128 ? half_n(rows - 128) : 0;
+  float acc0[64], acc1[64];
 #pragma unroll
-  for (int i = 0; i < TM / 2; ++i) acc[i] = 0.0f;
+  for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
 
 #pragma unroll
   for (int s = 0; s < S - 2; ++s) issue(s);
@@ -254,30 +289,36 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
     __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
     issue(s + S - 2);        // into the buffer of stage s - 2
     // Rows lrow / lrow + 8: 32 packed bytes each = 8 words (k16 step j: words 2j, 2j + 1).
-    const uint8_t* wrow = sw + (s % S) * C::kWBytes + lrow * kWPitch;
+    const uint8_t* wrow = sw + (s % S) * kWBytes + lrow * kWPitch;
     const uint4 l0 = *reinterpret_cast<const uint4*>(wrow), l1 = *reinterpret_cast<const uint4*>(wrow + 16);
     const uint4 h0 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch);
     const uint4 h1 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch + 16);
     const uint32_t wl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
     const uint32_t wh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-    const uint32_t b0 = sb_addr + (s % S) * C::kBBytes;
+    const uint32_t b0 = sb_addr + (s % S) * kBBytes;
+    uint32_t s2[2][kPer];  // bf16x2 multipliers of the stage's blocks, rows lrow / lrow + 8
+#pragma unroll
+    for (int h = 0; h < 2; ++h)
+#pragma unroll
+      for (int q = 0; q < kPer; ++q) s2[h][q] = scale_bits<F>((sc0[h] >> (8 * q)) & 0xFFu);
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
-      // Block scale of k16 step j: MXFP4 block j / 2 (byte j / 2), NVFP4 block j (byte j).
-      const int byte = F == kMx ? j / 2 : j;
-      const uint32_t s_lo = scale_bits<F>((sc0[0] >> (8 * byte)) & 0xFFu);
-      const uint32_t s_hi = scale_bits<F>((sc0[1] >> (8 * byte)) & 0xFFu);
+      // Block scale of k16 step j: MXFP4 block j / 2, NVFP4 block j.
+      const uint32_t s_lo = s2[0][F == kMx ? j / 2 : j], s_hi = s2[1][F == kMx ? j / 2 : j];
       A[j][0] = bf16x2_mul(e2m1_byte_pair(wl[2 * j], sel), s_lo);
       A[j][1] = bf16x2_mul(e2m1_byte_pair(wh[2 * j], sel), s_hi);
       A[j][2] = bf16x2_mul(e2m1_byte_pair(wl[2 * j + 1], sel), s_lo);
       A[j][3] = bf16x2_mul(e2m1_byte_pair(wh[2 * j + 1], sel), s_hi);
       fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
-      fence_operand(acc);
+      fence_operand(acc0);
+      fence_operand(acc1);
       wgmma_fence();
-      wgmma_tile<TM>(acc, A[j], smem_desc(b0 + 32 * j));
+      wgmma_half(n0w, acc0, A[j], smem_desc(b0 + 32 * j));
+      if (n1w) wgmma_half(n1w, acc1, A[j], smem_desc(b0 + 128 * 128 + 32 * j));
       wgmma_commit();
-      fence_operand(acc);
+      fence_operand(acc0);
+      fence_operand(acc1);
     }
     sc0[0] = sc1[0];
     sc0[1] = sc1[1];
@@ -286,30 +327,31 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
     scales(s + 3, sc2[0], sc2[1]);
   }
   wgmma_wait<0>();
-  fence_operand(acc);
+  fence_operand(acc0);
+  fence_operand(acc1);
   cp_async_wait<0>();
 
-  // D fragment (m64nTM): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
+  // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
   constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
 #pragma unroll
-  for (int j = 0; j < TM / 8; ++j)
+  for (int j = 0; j < 16; ++j)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const int64_t col = (q >= 2 ? r_hi : r_lo);
       const int tok = 8 * j + 2 * t + (q & 1);
-      if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc[4 * j + q] * kOut;
+      if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc0[4 * j + q] * kOut;
+      if (col < p.n && tok + 128 < rows) p.d[(row0 + tok + 128) * p.n + col] = acc1[4 * j + q] * kOut;
     }
 }
 
-template <int F, int TM>
+template <int F>
 void launch(const Params& p, int64_t max_rows, cudaStream_t stream) {
-  constexpr int smem = Cfg<TM>::kSmem;
-  opt_in_dynamic_smem<w4_wgmma_kernel<F, TM>>(smem);
+  opt_in_dynamic_smem<w4_wgmma_kernel<F>>(kSmem);
   const int64_t active = std::min<int64_t>(max_rows, p.groups);
   const int64_t tiles = (max_rows + TM - 1) / TM + active;  // >= the sum over experts of ceil(rows / TM)
   if (tiles > 65535) throw Error("w4 wgmma GEMM: " + std::to_string(max_rows) + " rows need more token tiles than a grid holds");
   const dim3 grid(static_cast<unsigned>((p.n + kRowsPerCta - 1) / kRowsPerCta), static_cast<unsigned>(tiles));
-  launch_chained(w4_wgmma_kernel<F, TM>, grid, dim3(kThreads), smem, stream, p);
+  launch_chained(w4_wgmma_kernel<F>, grid, dim3(kThreads), kSmem, stream, p);
 }
 
 }  // namespace
@@ -333,15 +375,8 @@ void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int grou
   p.groups = groups;
   p.offsets = offsets;
   p.swizzled = w.swizzled;
-  const int tm = w4_wgmma_token_tile(max_rows, groups);
-  if (tm != 64 && tm != 128) throw Error("w4 wgmma GEMM: token tile " + std::to_string(tm) + " (64 or 128)");
-  if (w.format == Format::MXFP4) {
-    if (tm == 128) launch<kMx, 128>(p, max_rows, stream);
-    else launch<kMx, 64>(p, max_rows, stream);
-  } else {
-    if (tm == 128) launch<kNv, 128>(p, max_rows, stream);
-    else launch<kNv, 64>(p, max_rows, stream);
-  }
+  if (w.format == Format::MXFP4) launch<kMx>(p, max_rows, stream);
+  else launch<kNv>(p, max_rows, stream);
 }
 
 }  // namespace fusedmoe::cuda
