@@ -11,11 +11,13 @@
 // per-row / per-expert scale, which the next stage applies with the weights' global scale
 // (Dequant::GENERIC). So every product is the oracle's product; sums are fp32.
 //
-// Two ways to run it, chosen on the host from the expected rows per expert:
+// Three ways to run it, chosen on the host from the expected rows per expert:
 //   mma      (decode, small batches) one kernel streams the packed weights once per 8..32 tokens
 //            of an expert, decodes them in registers and multiplies with mma.sync m16n8k16
 //            (weights on the MMA's M side, tokens on N); fp32 sums in a fixed order.
-//   dequant  (large batches) a chunk of experts' weights is decoded to a 16-bit buffer in the
+//   wgmma    (large batches, MXFP4 / NVFP4 with k % 64 == 0; w4_wgmma.cu) the weights are decoded
+//            inside a wgmma mainloop, each packed byte read once per token tile of up to 256 rows.
+//   dequant  (large batches otherwise) a chunk of experts' weights is decoded to a 16-bit buffer in the
 //            workspace, then the SM90 CUTLASS bf16 / fp16 grouped GEMM runs on it; chunk after
 //            chunk, so the buffer stays bounded (kW4DequantBudget).
 //            W4A8 decodes to e4m3 codes instead (one byte per weight; int4 is exact in e4m3) plus
