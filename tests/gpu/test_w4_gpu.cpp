@@ -1,9 +1,9 @@
 // The 4-bit formats on the GPU (w4_gemm.hpp) against the float64 CPU oracle: W4A8 int4 (signed
 // and uint4b8), MXFP4 (bf16 and fp8 activations, linear and swizzled scales, the gpt-oss
 // swigluoai in both layouts with biases), NVFP4 (bf16 and nvfp4 W4A4 activations). Each case
-// runs both GEMM ways: few tokens (the mma kernel) and many tokens per expert (decode to 16 bits
-// + the SM90 GEMM; W4A8: to e4m3 codes + the fp8 groupwise GEMM), plus a graph-captured replay
-// that must write the same bytes.
+// runs both GEMM ways: few tokens (the mma kernel) and many tokens per expert (MXFP4 / NVFP4: the
+// wgmma kernel, or decode to 16 bits + the SM90 GEMM where k % 64 != 0; W4A8: e4m3 codes + the fp8
+// groupwise GEMM), plus a graph-captured replay that must write the same bytes.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -73,8 +73,8 @@ TEST_P(W4Gpu, DecodeSizesMatchOracle) {
   check_against_oracle(one, make_layer(one), make_inputs(one, 1));  // all rows on expert 0
 }
 
-// Many tokens per expert: the dequant way (decoded weights + the SM90 16-bit GEMM; W4A8: e4m3
-// codes + the fp8 groupwise GEMM).
+// Many tokens per expert: the large-batch way (MXFP4 / NVFP4: the wgmma kernel, k = 256 and 128;
+// W4A8: e4m3 codes + the fp8 groupwise GEMM). 150 rows per expert pass both thresholds (32, 48).
 TEST_P(W4Gpu, LargeBatchMatchesOracle) {
   FMOE_REQUIRE_GPU();
   const W4Case& w = kCases[GetParam()];
