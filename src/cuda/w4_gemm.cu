@@ -23,6 +23,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <type_traits>
 
 #include "cuda/active_expert.cuh"
 #include "cuda/chained_launch.cuh"
@@ -155,10 +156,30 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   const uint32_t wsm_addr = static_cast<uint32_t>(__cvta_generic_to_shared(wsm));
 
   // Stage c of this warp's rows -> buffer c % kStages (always commits a group, maybe empty),
-  // and the raw scales of this lane's rows g, g + 8 for it, packed: sraw[h] holds 8 bytes (the
-  // e8m0 / e4m3 codes of sub-chunk sub at byte sub (mxfp4) or 2 sub + j (nvfp4), the bf16 group
-  // scales of int4 at 16-bit lane sub).
-  auto issue_stage = [&](int64_t c, uint32_t (&sraw)[2][2]) {
+  // and the raw scales of this lane's rows g, g + 8 for it, packed: the e8m0 code of sub-chunk
+  // sub at byte sub of w[0] (mxfp4), the bf16 group scales of int4 at 16-bit lane sub of w[0..1],
+  // nvfp4's two e4m3 codes at bytes 2 sub, 2 sub + 1 of one 64-bit word. nvfp4 keeps a scalar:
+  // the sub-chunk loop below is not unrolled, and its two-word array indexed by sub went to local
+  // memory (48-byte stack frame, 228 registers at NT = 1; as a scalar 128 registers, no stack,
+  // layers at 8..256 tokens 0.62-0.89x the time on an H200). The same change measured slower for
+  // int4 (more registers at NT = 2: Qwen3 W4A8 at 256 tokens 1.12x), so int4 keeps the array.
+  struct Words {
+    uint32_t w[2];
+  };
+  using Raw = std::conditional_t<F == kNv, uint64_t, Words>;
+  const int64_t cols = p.k / 16;
+  const uint8_t* sbase[2];  // nvfp4: this lane's rows' scale bytes before the block offset
+  if constexpr (F == kNv) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int64_t row = n0 + h * 8 + g;
+      if (row >= p.n) row = 0;  // never used
+      const uint8_t* s = static_cast<const uint8_t*>(p.scale);
+      sbase[h] = p.swizzled ? s + e * (((p.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4)) + swizzled_offset(row, 0, cols)
+                            : s + (e * p.n + row) * cols;
+    }
+  }
+  auto issue_stage = [&](int64_t c, Raw (&sraw)[2]) {
     const int buf = static_cast<int>(c % kStages);
 #pragma unroll
     for (int i = 0; i < 16 * kStageRowBytes / 16 / 32; ++i) {
@@ -171,28 +192,32 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
     cp_async_commit();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      sraw[h][0] = sraw[h][1] = 0u;
+      if constexpr (F == kNv) sraw[h] = 0;
+      else sraw[h].w[0] = sraw[h].w[1] = 0u;
 #pragma unroll
       for (int sub = 0; sub < kSubs; ++sub) {
         const int64_t row = n0 + h * 8 + g, kb = (c * kSubs + sub) * 128 + t * 32;
         const bool ok = c < stages && kb < p.k && row < p.n;
         if constexpr (F == kInt4) {
-          sraw[h][sub >> 1] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (16 * (sub & 1));
+          sraw[h].w[sub >> 1] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (16 * (sub & 1));
         } else if constexpr (F == kMx) {
-          sraw[h][0] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (8 * sub);
+          sraw[h].w[0] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (8 * sub);
         } else {
 #pragma unroll
-          for (int j = 0; j < 2; ++j)
-            sraw[h][sub >> 1] |= (ok ? load_scale_raw<F>(p, e, row, kb + 16 * j) : 0u) << (8 * (2 * (sub & 1) + j));
+          for (int j = 0; j < 2; ++j) {
+            const int64_t b = kb / 16 + j;
+            const uint32_t v = ok ? sbase[h][p.swizzled ? (b / 4) * 512 + b % 4 : b] : 0u;
+            sraw[h] |= static_cast<uint64_t>(v) << (8 * (2 * sub + j));
+          }
         }
       }
     }
   };
   // The raw scale of sub-chunk sub (j: nvfp4's second 16-block) from the packed ring entry.
-  auto raw_scale = [](const uint32_t (&sr)[2], int sub, int j) -> uint32_t {
-    if constexpr (F == kInt4) return (sr[sub >> 1] >> (16 * (sub & 1))) & 0xFFFFu;
-    else if constexpr (F == kMx) return (sr[0] >> (8 * sub)) & 0xFFu;
-    else return (sr[sub >> 1] >> (8 * (2 * (sub & 1) + j))) & 0xFFu;
+  auto raw_scale = [](const Raw& sr, int sub, int j) -> uint32_t {
+    if constexpr (F == kInt4) return (sr.w[sub >> 1] >> (16 * (sub & 1))) & 0xFFFFu;
+    else if constexpr (F == kMx) return (sr.w[0] >> (8 * sub)) & 0xFFu;
+    else return static_cast<uint32_t>(sr >> (8 * (2 * sub + j))) & 0xFFu;
   };
 
   for (int64_t tok0 = 0; tok0 < rows; tok0 += 8 * NT) {
@@ -214,7 +239,7 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[j][q] = 0.0f;
 
-    uint32_t sring[kStages][2][2];
+    Raw sring[kStages][2];
 #pragma unroll
     for (int d = 0; d < kStages - 1; ++d) issue_stage(d, sring[d]);
     uint4 xa[NT][4], xn[NT][4];
