@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
@@ -47,7 +48,8 @@ constexpr int TM = 256;          // tokens per CTA tile: two halves of up to 128
 constexpr int kStages = 5;
 constexpr int kBBytes = TM * 128;                 // activation tile of a stage (two 16 KB halves)
 constexpr int kWBytes = kRowsPerCta * kWPitch;    // weight tile of a stage
-constexpr int kSmem = kStages * (kBBytes + kWBytes) + 1024;  // + alignment slack
+constexpr int kLutBytes = 256 * 4;                  // scale code -> bf16x2 multiplier (scale_bits)
+constexpr int kSmem = kStages * (kBBytes + kWBytes) + kLutBytes + 1024;  // + alignment slack
 
 struct Params {
   const uint8_t* w;
@@ -127,12 +129,17 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[4]) {
 }
 
 // One half of the token tile: N = 32, 64 or 128 tokens (the fewest that hold its rows), so a
-// half with a few rows costs a small wgmma, not a full one. n is uniform over the CTA.
-__device__ __forceinline__ void wgmma_half(int n, float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
-  if (n == 128) wgmma_m64n128k16(d, a, desc);
-  else if (n == 64) wgmma_m64n64k16(d, a, desc);
+// half with a few rows costs a small wgmma, not a full one. N is a template argument: the CTA
+// picks its mainloop instance once (w4_wgmma_kernel), so no k16 step branches on it (with a
+// runtime N every step ran 5-6 extra branch / arrive instructions per half).
+template <int N>
+__device__ __forceinline__ void wgmma_half(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+  if constexpr (N == 128) wgmma_m64n128k16(d, a, desc);
+  else if constexpr (N == 64) wgmma_m64n64k16(d, a, desc);
   else wgmma_m64n32k16(d, a, desc);
 }
+template <int V>
+using IntC = std::integral_constant<int, V>;
 __device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows > 32 ? 64 : 32); }
 
 // The a-th token tile (TM rows) over the experts that have rows, in expert order: its expert and
@@ -193,12 +200,17 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
   const uint32_t sb_addr = (raw_addr + 1023u) & ~1023u;          // activation tiles (1024-aligned)
   const uint32_t sw_addr = sb_addr + S * kBBytes;              // weight tiles
   const uint8_t* sw = smem_raw + (sw_addr - raw_addr);
+  // Every scale code's bf16x2 multiplier, looked up once per block and stage instead of converted
+  // (8 instructions per e8m0 code, more per e4m3 one); the mainloop's first barrier orders it.
+  uint32_t* lut = reinterpret_cast<uint32_t*>(smem_raw + (sw_addr - raw_addr) + S * kWBytes);
+  lut[threadIdx.x] = scale_bits<F>(threadIdx.x);
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRowsPerCta;
   const int64_t row0 = p.offsets[e] + static_cast<int64_t>(tile) * TM;
   const int rows = static_cast<int>(min(static_cast<int64_t>(TM), static_cast<int64_t>(p.offsets[e + 1]) - row0));
-  const int64_t half_k = p.k / 2, nk = p.k / kBK;
+  const int64_t half_k = p.k / 2;
+  const int nk = static_cast<int>(p.k / kBK);  // stage counters in 32 bits (64-bit s % S cost ~25 uniform instructions per stage)
   const uint8_t* we = p.w + static_cast<int64_t>(e) * p.n * half_k;
 
   // Per-thread copy plan, fixed over the k loop (stage s adds s x 128 bytes of activations and
@@ -222,13 +234,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
   const bool wok = n0 + wr < p.n;
   const uint8_t* wsrc = we + (n0 + (wok ? wr : 0)) * half_k + (tid & 1) * 16;
   const uint32_t wdst = static_cast<uint32_t>(wr * kWPitch + (tid & 1) * 16);
-  auto issue = [&](int64_t s) {
+  auto issue = [&](int s, uint32_t buf) {  // buf = s % S
     if (s < nk) {
-      const uint32_t buf = static_cast<uint32_t>(s % S);
 #pragma unroll
       for (int i = 0; i < kBChunks; ++i)
-        if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + s * (kBK * 2), true);
-      cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + s * (kBK / 2), wok);
+        if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
+      cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
     }
     cp_async_commit();  // always a group, maybe empty: the wait counts stay uniform
   };
@@ -249,12 +260,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
   };
   const uint8_t* sbase_lo = scale_base(r_lo);
   const uint8_t* sbase_hi = scale_base(r_hi);
-  auto scale_off = [&](int64_t s) -> int64_t {
+  auto scale_off = [&](int s) -> int64_t {
     if (s >= nk) s = nk - 1;
-    if (!p.swizzled) return s * kPer;
-    return F == kMx ? (s >> 1) * 512 + 2 * (s & 1) : s * 512;
+    if (!p.swizzled) return static_cast<int64_t>(s) * kPer;
+    return F == kMx ? static_cast<int64_t>(s >> 1) * 512 + 2 * (s & 1) : static_cast<int64_t>(s) * 512;
   };
-  auto scales = [&](int64_t s, uint32_t& lo, uint32_t& hi) {
+  auto scales = [&](int s, uint32_t& lo, uint32_t& hi) {
     const int64_t o = scale_off(s);
     if constexpr (F == kMx) {
       lo = __ldg(reinterpret_cast<const uint16_t*>(sbase_lo + o));
@@ -265,83 +276,106 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
     }
   };
 
-  // Tokens 0..127 of the tile in acc0 (wgmma N = n0w), 128..255 in acc1 (N = n1w, 0: none).
-  const int n0w = half_n(min(rows, 128)), n1w = rows > 128 ? half_n(rows - 128) : 0;
-  float acc0[64], acc1[64];
-#pragma unroll
-  for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
-
-#pragma unroll
-  for (int s = 0; s < S - 2; ++s) issue(s);
-  uint32_t sc0[2], sc1[2], sc2[2];  // raw scales of stages s, s + 1, s + 2
-  scales(0, sc0[0], sc0[1]);
-  scales(1, sc1[0], sc1[1]);
-  scales(2, sc2[0], sc2[1]);
+  // Tokens 0..127 of the tile in acc0 (wgmma N = N0), 128..255 in acc1 (N = N1, 0: none); the
+  // CTA runs the instance of its widths (below).
   const uint32_t sel = 0x4440u | static_cast<uint32_t>(t);
+  auto mainloop = [&](auto n0c, auto n1c) {
+    constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value;
+    float acc0[64], acc1[64];
+#pragma unroll
+    for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
 
-  uint32_t A[4][4];  // the A fragments of the stage's four k16 steps
-  for (int64_t s = 0; s < nk; ++s) {
-    // One wgmma group per k16 step: at most 3 in flight here means stage s - 1's first one is
-    // done, so every wgmma of stage s - 2 is (its buffer is refilled below) ...
-    wgmma_wait<3>();
-    cp_async_wait<S - 3>();  // this thread's copies of stage s have landed
-    fence_proxy_async();
-    __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
-    issue(s + S - 2);        // into the buffer of stage s - 2
-    // Rows lrow / lrow + 8: 32 packed bytes each = 8 words (k16 step j: words 2j, 2j + 1).
-    const uint8_t* wrow = sw + (s % S) * kWBytes + lrow * kWPitch;
-    const uint4 l0 = *reinterpret_cast<const uint4*>(wrow), l1 = *reinterpret_cast<const uint4*>(wrow + 16);
-    const uint4 h0 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch);
-    const uint4 h1 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch + 16);
-    const uint32_t wl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-    const uint32_t wh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
-    const uint32_t b0 = sb_addr + (s % S) * kBBytes;
-    uint32_t s2[2][kPer];  // bf16x2 multipliers of the stage's blocks, rows lrow / lrow + 8
 #pragma unroll
-    for (int h = 0; h < 2; ++h)
-#pragma unroll
-      for (int q = 0; q < kPer; ++q) s2[h][q] = scale_bits<F>((sc0[h] >> (8 * q)) & 0xFFu);
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
-      // Block scale of k16 step j: MXFP4 block j / 2, NVFP4 block j.
-      const uint32_t s_lo = s2[0][F == kMx ? j / 2 : j], s_hi = s2[1][F == kMx ? j / 2 : j];
-      A[j][0] = bf16x2_mul(e2m1_byte_pair(wl[2 * j], sel), s_lo);
-      A[j][1] = bf16x2_mul(e2m1_byte_pair(wh[2 * j], sel), s_hi);
-      A[j][2] = bf16x2_mul(e2m1_byte_pair(wl[2 * j + 1], sel), s_lo);
-      A[j][3] = bf16x2_mul(e2m1_byte_pair(wh[2 * j + 1], sel), s_hi);
-      fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
-      fence_operand(acc0);
-      fence_operand(acc1);
-      wgmma_fence();
-      wgmma_half(n0w, acc0, A[j], smem_desc(b0 + 32 * j));
-      if (n1w) wgmma_half(n1w, acc1, A[j], smem_desc(b0 + 128 * 128 + 32 * j));
-      wgmma_commit();
-      fence_operand(acc0);
-      fence_operand(acc1);
-    }
-    sc0[0] = sc1[0];
-    sc0[1] = sc1[1];
-    sc1[0] = sc2[0];
-    sc1[1] = sc2[1];
-    scales(s + 3, sc2[0], sc2[1]);
-  }
-  wgmma_wait<0>();
-  fence_operand(acc0);
-  fence_operand(acc1);
-  cp_async_wait<0>();
+    for (int s = 0; s < S - 2; ++s) issue(s, static_cast<uint32_t>(s));
+    uint32_t sc0[2], sc1[2], sc2[2];  // raw scales of stages s, s + 1, s + 2
+    scales(0, sc0[0], sc0[1]);
+    scales(1, sc1[0], sc1[1]);
+    scales(2, sc2[0], sc2[1]);
 
-  // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
-  constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+    uint32_t A[4][4];  // the A fragments of the stage's four k16 steps
+    uint32_t buf = 0, ibuf = S - 2;  // s % S and (s + S - 2) % S
+    for (int s = 0; s < nk; ++s) {
+      // One wgmma group per k16 step: at most 3 in flight here means stage s - 1's first one is
+      // done, so every wgmma of stage s - 2 is (its buffer is refilled below) ...
+      wgmma_wait<3>();
+      cp_async_wait<S - 3>();  // this thread's copies of stage s have landed
+      fence_proxy_async();
+      __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
+      issue(s + S - 2, ibuf);  // into the buffer of stage s - 2
+      // Rows lrow / lrow + 8: 32 packed bytes each = 8 words (k16 step j: words 2j, 2j + 1).
+      const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch;
+      const uint4 l0 = *reinterpret_cast<const uint4*>(wrow), l1 = *reinterpret_cast<const uint4*>(wrow + 16);
+      const uint4 h0 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch);
+      const uint4 h1 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch + 16);
+      const uint32_t wl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
+      const uint32_t wh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+      // Descriptors of the stage's k16 steps: the start address field (bits 0..13, address / 16)
+      // advances by 2 per step and by 1024 for the second half; it never carries out of its field.
+      const uint64_t desc0 = smem_desc(sb_addr + buf * kBBytes);
+      uint32_t s2[2][kPer];  // bf16x2 multipliers of the stage's blocks, rows lrow / lrow + 8
 #pragma unroll
-  for (int j = 0; j < 16; ++j)
+      for (int h = 0; h < 2; ++h)
 #pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      const int64_t col = (q >= 2 ? r_hi : r_lo);
-      const int tok = 8 * j + 2 * t + (q & 1);
-      if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc0[4 * j + q] * kOut;
-      if (col < p.n && tok + 128 < rows) p.d[(row0 + tok + 128) * p.n + col] = acc1[4 * j + q] * kOut;
+        for (int q = 0; q < kPer; ++q) s2[h][q] = lut[(sc0[h] >> (8 * q)) & 0xFFu];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
+        // Block scale of k16 step j: MXFP4 block j / 2, NVFP4 block j.
+        const uint32_t s_lo = s2[0][F == kMx ? j / 2 : j], s_hi = s2[1][F == kMx ? j / 2 : j];
+        A[j][0] = bf16x2_mul(e2m1_byte_pair(wl[2 * j], sel), s_lo);
+        A[j][1] = bf16x2_mul(e2m1_byte_pair(wh[2 * j], sel), s_hi);
+        A[j][2] = bf16x2_mul(e2m1_byte_pair(wl[2 * j + 1], sel), s_lo);
+        A[j][3] = bf16x2_mul(e2m1_byte_pair(wh[2 * j + 1], sel), s_hi);
+        fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
+        fence_operand(acc0);
+        fence_operand(acc1);
+        wgmma_fence();
+        wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
+        if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
+        wgmma_commit();
+        fence_operand(acc0);
+        fence_operand(acc1);
+      }
+      sc0[0] = sc1[0];
+      sc0[1] = sc1[1];
+      sc1[0] = sc2[0];
+      sc1[1] = sc2[1];
+      scales(s + 3, sc2[0], sc2[1]);
+      buf = buf + 1 == S ? 0 : buf + 1;
+      ibuf = ibuf + 1 == S ? 0 : ibuf + 1;
     }
+    wgmma_wait<0>();
+    fence_operand(acc0);
+    fence_operand(acc1);
+    cp_async_wait<0>();
+
+    // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
+    constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+#pragma unroll
+    for (int j = 0; j < N0 / 8; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int64_t col = (q >= 2 ? r_hi : r_lo);
+        const int tok = 8 * j + 2 * t + (q & 1);
+        if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc0[4 * j + q] * kOut;
+      }
+#pragma unroll
+    for (int j = 0; j < N1 / 8; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int64_t col = (q >= 2 ? r_hi : r_lo);
+        const int tok = 128 + 8 * j + 2 * t + (q & 1);
+        if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc1[4 * j + q] * kOut;
+      }
+  };
+  // Half widths: the fewest of 32 / 64 / 128 that hold the rows (the second half only past 128).
+  const int n0w = half_n(min(rows, 128)), n1w = rows > 128 ? half_n(rows - 128) : 0;
+  if (n1w == 128) mainloop(IntC<128>{}, IntC<128>{});
+  else if (n1w == 64) mainloop(IntC<128>{}, IntC<64>{});
+  else if (n1w == 32) mainloop(IntC<128>{}, IntC<32>{});
+  else if (n0w == 128) mainloop(IntC<128>{}, IntC<0>{});
+  else if (n0w == 64) mainloop(IntC<64>{}, IntC<0>{});
+  else mainloop(IntC<32>{}, IntC<0>{});
 }
 
 template <int F>
