@@ -69,10 +69,13 @@ bool w4_shape_ok(const W4Weights& w, const char** why);
 // reach this (the mma kernel re-reads the weights once per 32 tokens of an expert and its
 // mma.sync peak is well below wgmma's).
 constexpr int64_t kW4DequantMinRowsPerExpert = 48;
-// With the wgmma kernel (no decoded copy) the large-batch way pays from fewer rows: H100,
-// bench/results/2026-11-22-h100-w4-wgmma-ab: at 32 rows per expert 0.79-0.83x the mma
-// kernel's layer time (DeepSeek-V3 TP1, gpt-oss-120b M = 1024), at 16 rows 0.95-1.08x (Qwen3 M = 256).
-constexpr int64_t kW4WgmmaMinRowsPerExpert = 32;
+// With the wgmma kernel (no decoded copy) the large-batch way pays from fewer rows. Its first
+// version paid from 32 (H100, bench/results/2026-11-22-h100-w4-wgmma-ab: 16 rows 0.95-1.08x);
+// after its instruction diet (H200, bench/results/2026-11-22-h200-w4-kernel-diet-ab), at 16 rows
+// per expert the layer takes 0.77-0.87x the mma kernel's time (Qwen3 M = 256, DeepSeek-V3 TP1
+// M = 512, gpt-oss nvfp4 M = 512), except gpt-oss-120b mxfp4 M = 512 (1.06x); at 8 rows
+// 1.12-1.61x.
+constexpr int64_t kW4WgmmaMinRowsPerExpert = 16;
 inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4DequantMinRowsPerExpert) {
   const int64_t active = max_rows < groups ? max_rows : groups;
   return active > 0 && max_rows >= min_rows * active;
