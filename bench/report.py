@@ -12,7 +12,9 @@ fusedmoe formats and peers). Prints the markdown file's path.
 The peer columns hold the peer's median time and "fusedmoe/peer", the speed ratio
 peer time / fusedmoe time (> 1: fusedmoe is faster). A fusedmoe format is compared with the peers
 of the same numerics: bf16 with the bf16 peers; fp8-tensor with the per-tensor fp8 loop and the
-rowwise fp8 grouped GEMM; fp8-channel with the rowwise one and the per-tensor loop.
+rowwise fp8 grouped GEMM; fp8-channel with the rowwise one and the per-tensor loop; the 4-bit
+formats with the bf16 peers on pre-dequantised weights (mxfp4-fp8 and w4a8-int4 also with the
+rowwise fp8 grouped GEMM on weights requantised to fp8).
 """
 from __future__ import annotations
 
@@ -29,6 +31,13 @@ PEER_COMPARE = {
     "bf16": ["bf16"],
     "fp8-tensor": ["fp8-tensor", "fp8-rowwise"],
     "fp8-channel": ["fp8-rowwise", "fp8-tensor"],
+    # 4-bit weights: the peers run the layer on the weights dequantised ahead of time (what a
+    # Hopper user without 4-bit kernels does): bf16, and ready fp8 for the fp8-activation formats.
+    "mxfp4": ["bf16"],
+    "nvfp4": ["bf16"],
+    "nvfp4-w4a4": ["bf16"],
+    "mxfp4-fp8": ["bf16", "fp8-rowwise"],
+    "w4a8-int4": ["bf16", "fp8-rowwise"],
 }
 PEER_ORDER = ["torch-loop", "torch-grouped-mm", "torch-loop-fp8", "torch-scaled-grouped-mm"]
 

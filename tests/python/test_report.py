@@ -144,7 +144,10 @@ def test_merge_matches_formats_and_computes_ratios(sample):
     assert ch["torch-scaled-grouped-mm"]["ratio"] == pytest.approx(0.5)
     assert ch["torch-loop-fp8"]["ratio"] == pytest.approx(1.25)
 
-    assert by[("mxfp4", 64)]["peers"] == {}  # no peer of that numerics
+    w4 = by[("mxfp4", 64)]["peers"]  # 4-bit: against the bf16 peers on dequantised weights
+    assert list(w4) == ["torch-loop", "torch-grouped-mm"]
+    assert w4["torch-loop"]["ratio"] == pytest.approx(2.5 / 0.4)
+    assert w4["torch-grouped-mm"]["ratio"] == pytest.approx(1.5 / 0.4)
     assert by[("fp16", 64)]["peers"] == {}
     assert by[("fp32", 64)]["peers"] == {}
 
