@@ -408,10 +408,14 @@ __device__ __forceinline__ uint32_t to_e2m1(float x) {
   const uint32_t sign = (a > 0x7f800000u) ? 0u : ((u >> 28) & 0x8u);
   return sign | code;
 }
+// The value is built from the code's bits, not read from a table: a dynamically indexed local
+// array went to local memory (a 32-byte stack frame in gather_nvfp4_vec_kernel, one local load per
+// quantised value). Magnitudes 0, 0.5, 1, 1.5, 2, 3, 4, 6: code 1 is 0.5; a code with exponent
+// bits e >= 1 and mantissa bit m is 2^(e - 1) x (1 + m / 2), float exponent field 126 + e.
 __device__ __forceinline__ float e2m1_value(uint32_t code) {
-  const float mag[8] = {0.0f, 0.5f, 1.0f, 1.5f, 2.0f, 3.0f, 4.0f, 6.0f};
-  const float v = mag[code & 7u];
-  return (code & 8u) ? -v : v;
+  const uint32_t e = (code >> 1) & 3u, m = code & 1u;
+  const uint32_t mag = e ? ((126u + e) << 23) | (m << 22) : (m ? 0x3f000000u : 0u);
+  return __uint_as_float(mag | ((code & 8u) << 28));
 }
 
 // nvfp4 activation quantisation of one 16-wide block, as the CPU's quantize_nvfp4 with global

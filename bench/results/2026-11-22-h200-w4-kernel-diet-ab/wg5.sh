@@ -1,0 +1,16 @@
+set -u
+R=$OUT/wg5; mkdir -p $R; t0=$(date +%s)
+B=.devcarry/bin
+nvidia-smi --query-gpu=name,driver_version --format=csv > $R/device.txt; date -u >> $R/device.txt
+GTEST_FILTER="*W4*" timeout 150 $B/fusedmoe_gpu_tests > $R/w4_tests.log 2>&1; echo "w4 tests rc=$? $(( $(date +%s)-t0 ))s"
+grep -E "^\[  FAILED|Failure" $R/w4_tests.log | head -20; grep -E "PASSED|FAILED  \]|SKIPPED \]" $R/w4_tests.log | tail -3
+if ! grep -q "FAILED  \]" $R/w4_tests.log; then
+python3 bench/ab.py run --variant-bench old=.devcarry/bin_old/fusedmoe-bench --variant-bench new=$B/fusedmoe-bench --out $R/ab \
+  --variant old: --variant new: --order old,new,old,new -- \
+  --preset gpt-oss-120b,deepseek-v3-tp1,qwen3-30b-a3b-tp1 --m 256,1024,4096 \
+  --formats mxfp4,nvfp4,nvfp4-w4a4,mxfp4-fp8 --no-ceilings --check-tokens 2 --max-minutes 1 > $R/ab.md 2>&1
+echo "ab rc=$? $(( $(date +%s)-t0 ))s"; tail -4 $R/ab.md
+GTEST_FILTER="W4WgmmaGpu.*:Formats/W4Gpu.LargeBatch*" timeout 150 compute-sanitizer --tool memcheck $B/fusedmoe_gpu_tests > $R/san.log 2>&1; echo "memcheck rc=$? $(( $(date +%s)-t0 ))s"
+grep -E "ERROR SUMMARY|PASSED|FAILED" $R/san.log | tail -3
+fi
+rm -rf $R/ab/*/routing
