@@ -67,7 +67,7 @@ def parse_shape_spec(spec: str) -> dict:
         v = v.strip()
         if k in ("E", "topk", "K", "N", "ep"):
             out[k] = int(v)
-        elif k in ("bias", "router_on_input"):
+        elif k in ("bias", "router_on_input", "interleaved"):
             out[k] = v in ("1", "true", "yes")
         else:
             out[k] = v
@@ -180,7 +180,10 @@ class Shape:
         a = self.s["act"]
         if a == "relu2":
             return t.relu(h).square()
-        g, u = h[:, : self.N], h[:, self.N:]
+        if self.s.get("interleaved"):  # gate / up rows alternate (gpt-oss's checkpoint)
+            g, u = h[:, 0::2], h[:, 1::2]
+        else:
+            g, u = h[:, : self.N], h[:, self.N:]
         if a == "silu":
             return t.nn.functional.silu(g) * u
         if a == "gelu":

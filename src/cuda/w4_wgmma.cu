@@ -188,8 +188,11 @@ __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel) 
   return ((s << 6) & 0x01C001C0u) | ((s << 12) & 0x80008000u);
 }
 
+// p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
+// the time of a plain parameter (H200 A/B, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 8;
+// on w4_mma_kernel the same change raised registers and spilled, and was not made).
 template <int F>
-__global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(Params p) {
+__global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_constant__ Params p) {
   chain_wait();
   constexpr int S = kStages;
   extern __shared__ uint8_t smem_raw[];

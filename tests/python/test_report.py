@@ -274,6 +274,8 @@ def test_peer_shape_and_slots():
     s = peers_mod.parse_shape_spec("name=x,E=16,topk=4,K=128,N=64,act=swigluoai,bias=1,router_on_input=0,ep=2")
     assert (s["name"], s["E"], s["topk"], s["K"], s["N"], s["act"], s["bias"], s["ep"]) == \
         ("x", 16, 4, 128, 64, "swigluoai", True, 2)
+    assert not s.get("interleaved")
+    assert peers_mod.parse_shape_spec("name=y,E=4,topk=1,K=8,N=8,act=swigluoai,interleaved=1")["interleaved"] is True
     ids = np.array([[0, 9, 3, 15], [3, 1, 8, 0]], dtype=np.int32)
     loc = peers_mod.local_ids(ids, E=16, ep=2)  # rank 0 holds experts 0..7
     assert loc.tolist() == [[0, -1, 3, -1], [3, 1, -1, 0]]

@@ -87,7 +87,7 @@ measured in the same run. Writes fusedmoe-bench.json, fusedmoe-bench.csv and rou
 grid
   --preset LIST        presets, comma separated, or all (default) or none; --list shows them
   --shape SPEC         a custom shape (repeatable): name=foo,E=64,topk=6,K=2048,N=1408[,act=silu]
-                       [,bias=1][,router_on_input=1][,ep=2]   (ep: this rank holds E/ep experts)
+                       [,bias=1][,router_on_input=1][,interleaved=1][,ep=2]   (ep: this rank holds E/ep experts)
   --formats LIST       formats or all (default): every format the build can run (others are skipped
                        with a note): bf16 fp16 fp32 fp8-tensor fp8-channel fp8-block w4a8-int4 mxfp4
                        mxfp4-fp8 nvfp4 nvfp4-w4a4

@@ -19,6 +19,7 @@ std::vector<Shape> builtin_presets() {
     int64_t tp;
     const char* name;
     const char* extra;
+    bool interleaved = false;
   };
   const Entry entries[] = {
       {"mixtral-8x7b", 1, "mixtral-8x7b", nullptr},
@@ -30,6 +31,9 @@ std::vector<Shape> builtin_presets() {
       // The benchmark runs gpt-oss with halves [gate; up] (the checkpoint interleaves them; the
       // GEMMs are the same, only the activation reads its inputs elsewhere).
       {"gpt-oss-120b", 1, "gpt-oss-120b", "swigluoai (alpha 1.702, limit 7), halves [gate; up], biases"},
+      // ... and with the checkpoint's interleaved rows [g0, u0, g1, u1, ..] (MXFP4 / NVFP4 at large
+      // batches run the activation in GEMM1's epilogue there: w4_wgmma_fuses_activation).
+      {"gpt-oss-120b", 1, "gpt-oss-120b-interleaved", "swigluoai (alpha 1.702, limit 7), interleaved gate / up rows, biases", true},
       {"llama4-scout", 1, "llama4-scout", "top-1, router weight applied on the input"},
   };
   std::vector<Shape> p;
@@ -44,6 +48,7 @@ std::vector<Shape> builtin_presets() {
     s.activation = m.activation;
     s.bias = m.bias;
     s.router_weight_on_input = m.router_weight_on_input;
+    s.interleaved = en.interleaved;
     s.note = std::string(m.description) + ", TP" + std::to_string(en.tp);
     if (en.tp > 1) s.note += " (N = " + std::to_string(m.inter) + "/" + std::to_string(en.tp) + ")";
     if (en.extra) s.note += std::string(", ") + en.extra;
@@ -109,10 +114,12 @@ bool parse_shape_spec(const std::string& spec, Shape* out, std::string* err) {
       if (!parse_bool(v, &s.bias)) return *err = "bias must be 0 or 1", false;
     } else if (k == "router_on_input") {
       if (!parse_bool(v, &s.router_weight_on_input)) return *err = "router_on_input must be 0 or 1", false;
+    } else if (k == "interleaved") {
+      if (!parse_bool(v, &s.interleaved)) return *err = "interleaved must be 0 or 1", false;
     } else if (k == "note") {
       s.note = v;
     } else {
-      return *err = "unknown key '" + k + "' (name, E, topk, K, N, act, bias, router_on_input, ep, note)", false;
+      return *err = "unknown key '" + k + "' (name, E, topk, K, N, act, bias, router_on_input, interleaved, ep, note)", false;
     }
   }
   if (!haveE || !haveTopk || !haveK || !haveN) return *err = "E, topk, K and N are required", false;
@@ -127,6 +134,7 @@ std::string shape_to_spec(const Shape& s) {
   os << "name=" << s.name << ",E=" << s.E << ",topk=" << s.topk << ",K=" << s.K << ",N=" << s.N
      << ",act=" << fusedmoe::activation_name(s.activation) << ",bias=" << (s.bias ? 1 : 0)
      << ",router_on_input=" << (s.router_weight_on_input ? 1 : 0) << ",ep=" << s.ep;
+  if (s.interleaved) os << ",interleaved=1";
   return os.str();
 }
 

@@ -18,6 +18,7 @@ struct Shape {
   fusedmoe::Activation activation = fusedmoe::Activation::SILU;
   bool bias = false;                  // w13_bias / w2_bias (gpt-oss has them)
   bool router_weight_on_input = false;  // apply_router_weight_on_input (Llama 4, top-1)
+  bool interleaved = false;           // gate / up rows alternate (gpt-oss as vLLM loads its checkpoint)
   int64_t ep = 1;  // expert-parallel ranks: this rank holds global experts [0, E/ep), expert_map
   std::string note;
 
@@ -28,7 +29,7 @@ struct Shape {
 };
 
 std::vector<Shape> builtin_presets();
-// "name=foo,E=64,topk=6,K=2048,N=1408[,act=silu][,bias=1][,router_on_input=1][,ep=2]".
+// "name=foo,E=64,topk=6,K=2048,N=1408[,act=silu][,bias=1][,router_on_input=1][,interleaved=1][,ep=2]".
 // Returns false and sets *err on a malformed spec.
 bool parse_shape_spec(const std::string& spec, Shape* out, std::string* err);
 std::string shape_to_spec(const Shape& s);

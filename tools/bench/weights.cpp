@@ -76,6 +76,7 @@ std::unique_ptr<DeviceWeights> make_device_weights(const Shape& shape, const For
   d.config.format = fv.format;
   d.config.act_dtype = fv.act_dtype;
   d.config.activation = shape.activation;
+  d.config.interleaved = shape.interleaved;
   d.E = shape.local_experts();
   d.K = shape.K;
   d.N = shape.N;
