@@ -519,25 +519,27 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationDynamicPaths,
                                   (std::get<2>(info.param) == DType::F32 ? "_f32" : "_bf16");
                          });
 
-// Conversion (NONE to bf16 / fp16) and static per-tensor fp8 of the gated layouts with the halves
-// apart (activation_vec_kernel) against the general kernel.
+// Conversion (NONE to bf16 / fp16) and static per-tensor fp8 of the gated layouts, halves apart or
+// interleaved (activation_vec_kernel), against the general kernel; mode 3: bf16 with the 4-bit
+// formats' GENERIC per-row dequant (MXFP4 / NVFP4 GEMM1 output, e.g. gpt-oss interleaved).
 class ActivationTensorPaths : public ::testing::TestWithParam<std::tuple<int, int>> {};
 
 TEST_P(ActivationTensorPaths, VectorEqualsGeneral) {
   FMOE_REQUIRE_GPU();
   const auto [ci, mode] = GetParam();
-  activation_paths(kActCases[ci], cuda::Dequant::NONE, 2056,
+  activation_paths(kActCases[ci], mode == 3 ? cuda::Dequant::GENERIC : cuda::Dequant::NONE, 2056,
                    mode == 2 ? cuda::Fp8Quant::TENSOR_STATIC : cuda::Fp8Quant::NONE,
-                   mode == 0 ? cuda::Operand::BF16 : mode == 1 ? cuda::Operand::FP16 : cuda::Operand::FP8);
+                   mode == 0 || mode == 3 ? cuda::Operand::BF16 : mode == 1 ? cuda::Operand::FP16 : cuda::Operand::FP8);
 }
 
-// kActCases 0-3 and 7: silu (both orders), gelu, gelu_tanh, swigluoai halves.
+// kActCases 0-3 and 5-7: silu (both orders), gelu, gelu_tanh, swigluoai interleaved (both orders)
+// and halves.
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationTensorPaths,
-                         ::testing::Combine(::testing::Values(0, 1, 2, 3, 7), ::testing::Range(0, 3)),
+                         ::testing::Combine(::testing::Values(0, 1, 2, 3, 5, 6, 7), ::testing::Range(0, 4)),
                          [](const auto& info) {
                            const int mode = std::get<1>(info.param);
                            return act_case_name(std::get<0>(info.param), "", 2056) +
-                                  (mode == 0 ? "_bf16" : mode == 1 ? "_fp16" : "_fp8_static");
+                                  (mode == 0 ? "_bf16" : mode == 1 ? "_fp16" : mode == 2 ? "_fp8_static" : "_bf16_generic");
                          });
 
 // Many rows (700 tokens x top-3 = 2100 rows of N = 2056): whole rows per block instead of the
