@@ -311,17 +311,15 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
     float g[4], u[4];
     int64_t gc[4], uc[4];  // the h columns of the four gate / up values (bias index)
     if (p.interleaved) {  // [g0, u0, g1, u1, ..] (or up first): outputs n..n+3 are columns 2n..2n+7
-      float v0[4], v1[4];
-      load4_as_float(p.h, DType::F32, r * p.R + 2 * n, v0);
-      load4_as_float(p.h, DType::F32, r * p.R + 2 * n + 4, v1);
+      float v[8];
+      load8_as_float(p.h, DType::F32, r * p.R + 2 * n, v);
       const int go = gate_first ? 0 : 1;
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const float lo = q < 2 ? v0[2 * q] : v1[2 * q - 4], hi = q < 2 ? v0[2 * q + 1] : v1[2 * q - 3];
-        g[q] = go ? hi : lo;
-        u[q] = go ? lo : hi;
         gc[q] = 2 * (n + q) + go;
         uc[q] = 2 * (n + q) + 1 - go;
+        g[q] = v[2 * q + go];
+        u[q] = v[2 * q + 1 - go];
       }
     } else {
       const int64_t gi = gate_first ? n : p.N + n, ui = gate_first ? p.N + n : n;
@@ -414,9 +412,8 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
     launch_chained(quantise_staged_vec_kernel, vec_grid(max_rows * (p.N / 8)), kVecThreads, 0, stream, p);
     return;
   }
-  // NONE / static fp8 with interleaved gate / up or relu2 stay on activation_kernel: a row-walking
-  // act8 kernel measured the same for gpt-oss's activation (0.22 ms at 4096 tokens;
-  // bench/results/2026-11-21-h100-999d5ee-dynamic-fp8-activation).
+  // NONE / static fp8 with relu2 stay on activation_kernel (interleaved gate / up rows take
+  // activation_vec_kernel since 2026-11-22, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 10).
   const bool whole_row = p.quant == Fp8Quant::ROW || p.quant == Fp8Quant::NVFP4;
   const int threads = whole_row ? whole_row_threads(max_rows, p.N) : (p.N >= 1024 ? 256 : 128);
   const dim3 grid(static_cast<unsigned>(max_rows), whole_row ? 1u : column_blocks(p.N));

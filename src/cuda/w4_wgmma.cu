@@ -39,7 +39,7 @@ namespace {
 
 using namespace w4;
 
-constexpr int kThreads = 256;   // two warpgroups
+constexpr int kThreads = 256;   // two warpgroups (also the 256 entries of the scale table, one per thread)
 constexpr int kRowsPerCta = 128;  // weight rows (64 per warpgroup)
 constexpr int kBK = 64;          // k per stage: one 128-byte swizzle row of bf16 activations
 constexpr int kWPitch = 48;      // bytes per weight row per stage (32 used; 48: the 8 rows a warp reads hit distinct banks)
@@ -206,6 +206,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // Every scale code's bf16x2 multiplier, looked up once per block and stage instead of converted
   // (8 instructions per e8m0 code, more per e4m3 one); the mainloop's first barrier orders it.
   uint32_t* lut = reinterpret_cast<uint32_t*>(smem_raw + (sw_addr - raw_addr) + S * kWBytes);
+  static_assert(kThreads == 256, "one scale-table entry per thread");
   lut[threadIdx.x] = scale_bits<F>(threadIdx.x);
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
