@@ -65,7 +65,7 @@ struct Buffers {
   float* row_scale2 = nullptr;   // fp8-channel: [slots]
   float* block_scale2 = nullptr; // fp8-block: [slots * ceil(N/128)]
   float* staging = nullptr;      // fp8 dynamic / per-row: [slots, N]
-  float* y = nullptr;            // GEMM2 output [slots, K] fp32
+  void* y = nullptr;             // GEMM2 output [slots, K], fp32 (K * 4 bytes a row) or bf16 (g2.d_dtype)
   float* amax1 = nullptr;        // fp8-tensor dynamic scales (amax as float bits)
   float* amax2 = nullptr;
   void* gemm_ws = nullptr;       // shared by both GEMMs (they run one after the other)
@@ -383,7 +383,7 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::ROW) b.row_scale2 = static_cast<float*>(take(s * 4));
     if (quant2_ == Fp8Quant::BLOCK) b.block_scale2 = static_cast<float*>(take(s * block_groups(N) * 4));
     if (quant2_ == Fp8Quant::ROW || quant2_ == Fp8Quant::TENSOR_DYNAMIC) b.staging = static_cast<float*>(take(s * N * 4));
-    b.y = static_cast<float*>(take(s * K * 4));
+    b.y = take(s * K * 4);
     b.gemm_ws = take(gemm_ws_bytes_);
     if (w4_ && w4_dequant_way(slots)) {
       // The decoded copy is only for a GEMM the wgmma kernel cannot take (w4_wgmma.cu).
@@ -553,10 +553,16 @@ class CudaBackend final : public BackendImpl {
     g2.a_scale = b.block_scale2;
     g2.b_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
     g2.offsets_final_at_launch = true;  // the plan is two or more kernels back (at least GEMM1 between)
+    // y rounded to bf16 where the output is bf16 and the large-M instances run (as vLLM's and
+    // FlashInfer's GEMM2 outputs): half the bytes of the y round trip, which dominates GEMM2 and
+    // the finalize at large batches on small experts. h stays fp32 (its rounding moves the fp8
+    // requantisation: NOTES.md). Measured in src/cuda/NOTES.md, "GEMM2's y in bf16".
+    if (!w4_ && args.output.dtype == DType::BF16 && sm90_bf16_d_applies(g2, path2_)) g2.d_dtype = DType::BF16;
 
     // ---- finalize ----
     FinalizeParams fp;
     fp.y = b.y;
+    fp.y_dtype = g2.d_dtype;
     fp.M = M;
     fp.K = K;
     fp.topk = topk;
@@ -671,11 +677,11 @@ class CudaBackend final : public BackendImpl {
   void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
     const W4Weights w = w4_weights(gemm1);
     if (!w4_dequant_way(g.max_rows)) {
-      w4_mma_grouped_gemm(w, g.a, g.d, g.groups, g.expert_offsets, g.max_rows, stream);
+      w4_mma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     if (gemm1 ? w4_wgmma1_ : w4_wgmma2_) {
-      w4_wgmma_grouped_gemm(w, g.a, g.d, g.groups, g.expert_offsets, g.max_rows, stream);
+      w4_wgmma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     const int E = g.groups, chunk = static_cast<int>(w4_chunk_experts_);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
@@ -30,8 +31,8 @@ __global__ void finalize_kernel(FinalizeParams p) {
       for (int k = 0; k < topk; ++k) {
         const int32_t r = slots.row[k];
         if (r < 0) continue;
-        acc = add_slot(p, acc, p.y[static_cast<int64_t>(r) * p.K + c], slots.weight[k], slots.factor[k],
-                       slots.expert[k], c);
+        acc = add_slot(p, acc, load_as_float(p.y, p.y_dtype, static_cast<int64_t>(r) * p.K + c), slots.weight[k],
+                       slots.factor[k], slots.expert[k], c);
       }
       store_from_float(p.out, p.out_dtype, t * p.K + c, acc);
     }
@@ -39,17 +40,25 @@ __global__ void finalize_kernel(FinalizeParams p) {
 }
 
 // Vector path: one block per token (grid-stride over the tokens) and column chunk (blockIdx.y,
-// several only when there are too few tokens to fill the GPU); 4 columns per thread per step.
+// several only when there are too few tokens to fill the GPU); V columns per thread per step,
+// one 16-byte load of y per slot: 4 of fp32 y, 8 of bf16 y (with 4 bf16 columns, 8-byte loads,
+// the finalize of DeepSeek-V3 TP8 at 4096 tokens ran 441 -> 592 us, src/cuda/NOTES.md). The
+// loaded words stay packed until their slot is summed: unpacked to floats, 8 slots x 8 bf16
+// columns took 128 registers and halved the resident warps (Mixtral, top-2, finalize +10..+30%).
 // The token's slot rows, experts, weights and scale factors are read once into shared memory;
 // then each step issues the y loads (16 bytes each) of 8 slots before summing them in slot
 // order, so a thread keeps 8 loads in flight and does no per-element index division. Same
 // operations in the same order as finalize_kernel.
 constexpr int kSlotBatch = 8;
+template <int V>
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
+  static_assert(V == 4 || V == 8, "4 fp32 or 8 bf16 columns: one 16-byte load");
+  constexpr int64_t kYBytes = 16 / V;
+  const char* y_bytes = static_cast<const char*>(p.y);
   chain_wait();
   __shared__ TokenSlots slots;
   const int topk = static_cast<int>(p.topk);
-  const int64_t vecs = p.K / 4;
+  const int64_t vecs = p.K / V;
   const int64_t per = (vecs + gridDim.y - 1) / gridDim.y;
   const int64_t vb = static_cast<int64_t>(blockIdx.y) * per, ve = min(vecs, vb + per);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
@@ -58,26 +67,34 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
     slots.load(p, t, a_tensor);
     __syncthreads();
     for (int64_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
-      const int64_t c = v * 4;
-      float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      const int64_t c = v * V;
+      float acc[V] = {};
       for (int k0 = 0; k0 < topk; k0 += kSlotBatch) {
         int32_t r[kSlotBatch];
-        float y[kSlotBatch][4];
+        uint4 raw[kSlotBatch];  // kept packed until summed: 4 registers a slot, not V
 #pragma unroll
         for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? slots.row[k0 + j] : -1;
 #pragma unroll
         for (int j = 0; j < kSlotBatch; ++j)
-          if (r[j] >= 0) load4_as_float(p.y, DType::F32, static_cast<int64_t>(r[j]) * p.K + c, y[j]);
+          if (r[j] >= 0)
+            raw[j] = *reinterpret_cast<const uint4*>(y_bytes + (static_cast<int64_t>(r[j]) * p.K + c) * kYBytes);
 #pragma unroll
         for (int j = 0; j < kSlotBatch; ++j) {
           if (r[j] < 0) continue;
           const int64_t e = slots.expert[k0 + j];
           const float w = slots.weight[k0 + j], f = slots.factor[k0 + j];
+          const uint32_t u[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
 #pragma unroll
-          for (int q = 0; q < 4; ++q) acc[q] = add_slot(p, acc[q], y[j][q], w, f, e, c + q);
+          for (int q = 0; q < V; ++q) {
+            // fp32: the word itself; bf16: the upper 16 bits of an fp32 (low half of word q / 2 first).
+            const float yq = V == 4 ? __uint_as_float(u[q])
+                                    : __uint_as_float(q % 2 == 0 ? u[q / 2] << 16 : u[q / 2] & 0xffff0000u);
+            acc[q] = add_slot(p, acc[q], yq, w, f, e, c + q);
+          }
         }
       }
-      store4_from_float(p.out, p.out_dtype, t * p.K + c, acc);
+      if constexpr (V == 4) store4_from_float(p.out, p.out_dtype, t * p.K + c, acc);
+      else store8_from_float(p.out, p.out_dtype, t * p.K + c, acc);
     }
   }
 }
@@ -87,13 +104,17 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
 bool finalize_supports_topk(int64_t topk) { return topk <= kMaxTokenSlots; }
 
 void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
+  if (p.y_dtype != DType::F32 && p.y_dtype != DType::BF16)
+    throw Error(std::string("finalize: y_dtype ") + dtype_name(p.y_dtype) + " (expected f32 or bf16)");
   const size_t out_bytes = p.out_dtype == DType::F32 ? 4 : 2;
-  if (p.K % 4 == 0 && aligned_to(p.y, 16) && aligned_to(p.out, 4 * out_bytes)) {
+  const int V = p.y_dtype == DType::F32 ? 4 : 8;  // columns per 16-byte load of y
+  if (p.K % V == 0 && aligned_to(p.y, 16) && aligned_to(p.out, V * out_bytes)) {
     // Column chunks only while the tokens alone give fewer than ~1024 blocks.
-    const int64_t vecs = p.K / 4, steps = (vecs + kVecThreads - 1) / kVecThreads;
+    const int64_t vecs = p.K / V, steps = (vecs + kVecThreads - 1) / kVecThreads;
     const int64_t split = std::max<int64_t>(1, std::min<int64_t>(steps, 1024 / std::max<int64_t>(p.M, 1)));
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(p.M, 1), 65535)), static_cast<unsigned>(split));
-    launch_chained(finalize_vec_kernel, grid, kVecThreads, 0, stream, p);
+    if (V == 4) launch_chained(finalize_vec_kernel<4>, grid, kVecThreads, 0, stream, p);
+    else launch_chained(finalize_vec_kernel<8>, grid, kVecThreads, 0, stream, p);
     return;
   }
   const int threads = p.K >= 2048 ? 256 : 128;

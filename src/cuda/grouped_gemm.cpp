@@ -1,7 +1,9 @@
 // Dispatch of the grouped GEMMs: which path, its workspace, and the call.
 #include "cuda/grouped_gemm.hpp"
 
+#include <algorithm>
 #include <cstdint>
+#include <string>
 
 #include "fusedmoe/error.hpp"
 
@@ -20,6 +22,10 @@ const char* gemm_path_name(GemmPath p) {
 bool sm90_fp8_blockwise_built() { return false; }
 size_t sm90_grouped_gemm_fp8_blockwise_workspace(int, int) { return 0; }
 void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs&, cudaStream_t) {
+  throw Error("grouped GEMM: the fp8 blockwise instances were left out of this build");
+}
+size_t sm90_grouped_gemm_fp8_blockwise_d16_workspace(int, int) { return 0; }
+void sm90_grouped_gemm_fp8_blockwise_d16(const GroupedGemmArgs&, cudaStream_t) {
   throw Error("grouped GEMM: the fp8 blockwise instances were left out of this build");
 }
 #endif
@@ -70,23 +76,40 @@ bool sm90_gemm_shape_ok(Operand op, int64_t n, int64_t k, const void* b) {
 
 size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int sm_count) {
   if (path == GemmPath::SIMT) return 0;
-  if (path == GemmPath::SM90_FP8_BLOCK) return sm90_grouped_gemm_fp8_blockwise_workspace(groups, sm_count);
+  if (path == GemmPath::SM90_FP8_BLOCK)
+    return std::max(sm90_grouped_gemm_fp8_blockwise_workspace(groups, sm_count),
+                    sm90_grouped_gemm_fp8_blockwise_d16_workspace(groups, sm_count));
   if (path == GemmPath::SM90_FP8_GROUPWISE) return sm90_grouped_gemm_fp8_groupwise_workspace(groups, sm_count);
   switch (op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
-    case Operand::BF16: return sm90_grouped_gemm_bf16_workspace(groups, sm_count);
+    case Operand::BF16:
+      return std::max(sm90_grouped_gemm_bf16_workspace(groups, sm_count),
+                      sm90_grouped_gemm_bf16_d16_workspace(groups, sm_count));
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP16
     case Operand::FP16: return sm90_grouped_gemm_fp16_workspace(groups, sm_count);
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP8
-    case Operand::FP8: return sm90_grouped_gemm_fp8_workspace(groups, sm_count);
+    case Operand::FP8:
+      return std::max(sm90_grouped_gemm_fp8_workspace(groups, sm_count),
+                      sm90_grouped_gemm_fp8_d16_workspace(groups, sm_count));
 #endif
     default: throw Error("grouped GEMM: no SM90 instance for this operand type in this build");
   }
 }
 
+bool sm90_bf16_d_applies(const GroupedGemmArgs& a, GemmPath path) {
+  const bool family = path == GemmPath::SM90_FP8_BLOCK
+                          ? sm90_fp8_blockwise_built()
+                          : path == GemmPath::SM90_TMA && (a.op == Operand::BF16 || a.op == Operand::FP8) &&
+                                sm90_gemm_built(a.op);
+  return family && a.n % 8 == 0 && !small_m_takes(a, path) && !sm90_use_small_config(a);
+}
+
 void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream) {
+  if (args.d_dtype != DType::F32 && !(args.d_dtype == DType::BF16 && sm90_bf16_d_applies(args, path)))
+    throw Error(std::string("grouped GEMM: d_dtype ") + dtype_name(args.d_dtype) + " on path " + gemm_path_name(path) +
+                " (only the large-M SM90 bf16 / fp8 instances write a bf16 D; others fp32)");
   if (path == GemmPath::SIMT) {
     simt_grouped_gemm(args, stream);
     return;
@@ -94,6 +117,7 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   if (path == GemmPath::SM90_FP8_BLOCK) {
     // Decode-like calls stream the weights on the small-M path, as the other fp8 formats.
     if (small_m_takes(args, path)) small_m_grouped_gemm(args, stream, true);
+    else if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_blockwise_d16(args, stream);
     else sm90_grouped_gemm_fp8_blockwise(args, stream);
     return;
   }
@@ -107,13 +131,19 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   }
   switch (args.op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
-    case Operand::BF16: sm90_grouped_gemm_bf16(args, stream); return;
+    case Operand::BF16:
+      if (args.d_dtype == DType::BF16) sm90_grouped_gemm_bf16_d16(args, stream);
+      else sm90_grouped_gemm_bf16(args, stream);
+      return;
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP16
     case Operand::FP16: sm90_grouped_gemm_fp16(args, stream); return;
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP8
-    case Operand::FP8: sm90_grouped_gemm_fp8(args, stream); return;
+    case Operand::FP8:
+      if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_d16(args, stream);
+      else sm90_grouped_gemm_fp8(args, stream);
+      return;
 #endif
     default: throw Error("grouped GEMM: no SM90 instance for this operand type in this build");
   }

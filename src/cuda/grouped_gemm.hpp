@@ -1,9 +1,10 @@
 #pragma once
 // The grouped GEMM of both MoE GEMMs: for each expert g,
 //   D[rows of g] = A[rows of g] x B[g]^T      (A [rows, k], B [groups, n, k], D [rows, n], all row-major)
-// with fp32 accumulation and an fp32, unscaled D (dequant scales, bias and activation are applied
-// by the next stage). The rows of each expert come from device offsets, so nothing about the
-// routing crosses to the host.
+// with fp32 accumulation and an unscaled D (dequant scales, bias and activation are applied
+// by the next stage), fp32 on every path; the SM90 large-M instances of bf16 / fp8 operands can
+// also round D to bf16 (d_dtype, sm90_bf16_d_applies). The rows of each expert come from device
+// offsets, so nothing about the routing crosses to the host.
 //
 // Paths:
 //   SM90_TMA  CUTLASS 3.x ptr-array TMA warp-specialised grouped GEMM (wgmma); its per-group
@@ -31,7 +32,8 @@ struct GroupedGemmArgs {
   Operand op = Operand::BF16;
   const void* a = nullptr;  // [rows, k]
   const void* b = nullptr;  // [groups, n, k]
-  float* d = nullptr;       // [rows, n]
+  void* d = nullptr;        // [rows, n] of d_dtype
+  DType d_dtype = DType::F32;  // BF16 only where sm90_bf16_d_applies()
   int64_t n = 0, k = 0;
   int groups = 0;
   const int32_t* expert_offsets = nullptr;  // device [groups + 1]
@@ -91,6 +93,13 @@ inline bool sm90_use_small_tall_config(const GroupedGemmArgs& a) {
   return a.k <= kSmallTallMaxK && sm90_use_small_config(a);
 }
 
+// Whether the call runs a large-M SM90 instance that can also write D in bf16: bf16 or fp8
+// operands on SM90_TMA, or SM90_FP8_BLOCK; not on the small-M kernels or the swap-AB configs; n
+// a multiple of 8 (16-byte D rows). The layer rounds GEMM2's y to bf16 there when its output is bf16: y is
+// [tokens * topk, hidden], at 4096 tokens of DeepSeek-V3 TP8 0.94 GB in fp32 written by GEMM2
+// and read back by the finalize (src/cuda/NOTES.md, "GEMM2's y in bf16").
+bool sm90_bf16_d_applies(const GroupedGemmArgs& a, GemmPath path);
+
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used
 // instead of the SM90 tile GEMMs for decode-like calls: at most kSmallMMaxRows rows and no more
 // rows than experts, weight rows of at least kSmallMMinRowBytes (short rows are split over fewer
@@ -145,6 +154,11 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
 // ---- per-family entry points (sm90_grouped_gemm_<family>.cu, simt_grouped_gemm.cu) ----
 size_t sm90_grouped_gemm_bf16_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_bf16(const GroupedGemmArgs& args, cudaStream_t stream);
+// The large-M instances with a bf16 D (sm90_grouped_gemm_<family>_d16.cu; sm90_bf16_d_applies).
+size_t sm90_grouped_gemm_bf16_d16_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_bf16_d16(const GroupedGemmArgs& args, cudaStream_t stream);
+size_t sm90_grouped_gemm_fp8_d16_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_fp8_d16(const GroupedGemmArgs& args, cudaStream_t stream);
 size_t sm90_grouped_gemm_fp16_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp16(const GroupedGemmArgs& args, cudaStream_t stream);
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count);
@@ -154,6 +168,8 @@ bool sm90_fp8_blockwise_built();
 bool sm90_fp8_blockwise_shape_ok(int64_t n, int64_t k, const void* b, const char** why);
 size_t sm90_grouped_gemm_fp8_blockwise_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs& args, cudaStream_t stream);
+size_t sm90_grouped_gemm_fp8_blockwise_d16_workspace(int groups, int sm_count);  // bf16 D, large-M
+void sm90_grouped_gemm_fp8_blockwise_d16(const GroupedGemmArgs& args, cudaStream_t stream);
 // W4A8's large-batch GEMM (fp8 operands, per-row weight group scales): built, workspace, call.
 bool sm90_fp8_groupwise_built();
 size_t sm90_grouped_gemm_fp8_groupwise_workspace(int groups, int sm_count);

@@ -145,7 +145,8 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
 
 // ---------------------------------------------------------------- finalize.cu
 struct FinalizeParams {
-  const float* y = nullptr;  // GEMM2 output [rows, K], unscaled
+  const void* y = nullptr;  // GEMM2 output [rows, K] of y_dtype, unscaled
+  DType y_dtype = DType::F32;  // F32 or BF16 (sm90_bf16_d_applies)
   int64_t M = 0, K = 0, topk = 1;
   const int32_t* slot_row = nullptr;
   const int32_t* row_expert = nullptr;

@@ -104,7 +104,8 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
   const int64_t max_tiles = (g.max_rows + kTileM - 1) / kTileM + std::min<int64_t>(g.groups, g.max_rows);
   const dim3 grid(static_cast<unsigned>(max_tiles), static_cast<unsigned>((g.n + kTileN - 1) / kTileN));
   launch_chained(simt_grouped_gemm_kernel<T>, grid, kThreads, 0, stream, static_cast<const T*>(g.a),
-                 static_cast<const T*>(g.b), g.d, g.n, g.k, g.groups, g.expert_offsets, g.tile_offsets);
+                 static_cast<const T*>(g.b), static_cast<float*>(g.d), g.n, g.k, g.groups, g.expert_offsets,
+                 g.tile_offsets);
 }
 
 }  // namespace

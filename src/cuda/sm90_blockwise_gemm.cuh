@@ -2,7 +2,8 @@
 // The CUTLASS ptr-array grouped GEMM with fp8 operands and fp32 scales promoted per 128-wide K
 // block inside the mainloop ("FP8 blockwise" collective):
 //   acc += dot(a[m, kb*128 .. +128], w[n, kb*128 .. +128]) * a_scale[m, kb] * w_scale[n / WeightGran, kb]
-// D is the scaled fp32 result. Two users, each in its own translation unit (one or a few
+// D is the scaled result, fp32 or bf16 (ElementD_: the fp8-block layers' GEMM2 output y, as
+// sm90_bf16_d_applies in grouped_gemm.hpp). Two users, each in its own translation unit (one or a few
 // instances per .cu, each costs about a minute of compiler time):
 //   sm90_grouped_gemm_fp8_blockwise.cu  fp8-block (DeepSeek-V3): weight scales per 128 x 128 block
 //                                        (WeightGran = 128)
@@ -27,7 +28,7 @@ using namespace cute;
 
 constexpr int kBlock = 128;
 
-template <class TileShape, bool SwapAB, int WeightGran = kBlock>
+template <class TileShape, bool SwapAB, int WeightGran = kBlock, class ElementD_ = float>
 struct BlockwiseGemm {
   using Element = cutlass::float_e4m3_t;
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
@@ -35,9 +36,11 @@ struct BlockwiseGemm {
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::ColumnMajor;
   using LayoutD = cute::conditional_t<SwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
-  using ElementD = float;
+  using ElementD = ElementD_;
+  static constexpr DType kDType = cute::is_same_v<ElementD, float> ? DType::F32 : DType::BF16;
+  static_assert(cute::is_same_v<ElementD, float> || cute::is_same_v<ElementD, cutlass::bfloat16_t>);
   static constexpr int kAlignAB = 16;
-  static constexpr int kAlignD = 4;
+  static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;  // 16-byte rows
   using ClusterShape = Shape<_1, _1, _1>;
 
   // Activations: one scale per row (granularity 1, MN-major); weights: WeightGran rows (K-major).
@@ -143,10 +146,10 @@ struct BlockwiseGemm {
   static void run(const GroupedGemmArgs& g, cudaStream_t stream);
 };
 
-template <bool SwapAB, int WeightGran, class StrideA, class StrideB, class StrideD, class Shape3>
+template <bool SwapAB, int WeightGran, class ElementD, class StrideA, class StrideB, class StrideD, class Shape3>
 __global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n, int k, const uint8_t* a,
-                                       const uint8_t* b, float* d, const float* a_scale, const float* b_scale,
-                                       Shape3* problems, const void** ptr_a, const void** ptr_b, float** ptr_d,
+                                       const uint8_t* b, ElementD* d, const float* a_scale, const float* b_scale,
+                                       Shape3* problems, const void** ptr_a, const void** ptr_b, ElementD** ptr_d,
                                        const float** ptr_sfa, const float** ptr_sfb, StrideA* stride_a,
                                        StrideB* stride_b, StrideD* stride_d) {
   chain_wait();
@@ -181,14 +184,16 @@ __global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n
   }
 }
 
-template <class TileShape, bool SwapAB, int WeightGran>
-void BlockwiseGemm<TileShape, SwapAB, WeightGran>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class TileShape, bool SwapAB, int WeightGran, class ElementD_>
+void BlockwiseGemm<TileShape, SwapAB, WeightGran, ElementD_>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+  if (g.d_dtype != kDType) throw Error("CUTLASS blockwise GEMM: the instance's D dtype differs from the call's");
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
-  launch_chained(setup_blockwise_kernel<SwapAB, WeightGran, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0, stream,
+  launch_chained(setup_blockwise_kernel<SwapAB, WeightGran, ElementD, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0,
+      stream,
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const uint8_t*>(g.a),
-      static_cast<const uint8_t*>(g.b), g.d, g.a_scale, g.b_scale, arr.problems,
+      static_cast<const uint8_t*>(g.b), static_cast<ElementD*>(g.d), g.a_scale, g.b_scale, arr.problems,
       reinterpret_cast<const void**>(arr.ptr_a), reinterpret_cast<const void**>(arr.ptr_b), arr.ptr_d, arr.ptr_sfa,
       arr.ptr_sfb, arr.stride_a, arr.stride_b, arr.stride_d);
   const auto args = arguments(arr, g.groups, g.device, g.sm_count);

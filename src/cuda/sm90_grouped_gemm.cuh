@@ -6,7 +6,8 @@
 //
 // Layouts (all row-major in memory): activations [rows, k] and one expert's weights [n, k],
 // both K-major: the TN layout wgmma wants for every operand type, fp8 included, so the weights
-// need no preparation. D = [rows, n] fp32.
+// need no preparation. D = [rows, n] fp32, or bf16 (ElementD_; the GEMM2 output y of the layers
+// that take it: grouped_gemm.hpp, sm90_bf16_d_applies).
 //   SwapAB = false: CUTLASS A = activations (RowMajor), B = weights ("ColumnMajor"), D RowMajor;
 //                   per group (M, N, K) = (rows, n, k). For many rows per expert.
 //   SwapAB = true:  computes D^T = W x X^T: A = weights (RowMajor), B = activations
@@ -48,14 +49,16 @@ struct TileConfig {
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
-template <class Element, class Config, bool SwapAB>
+template <class Element, class Config, bool SwapAB, class ElementD_ = float>
 struct GroupedGemm {
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::ColumnMajor;
   using LayoutD = cute::conditional_t<SwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
-  using ElementD = float;
+  using ElementD = ElementD_;
+  static constexpr DType kDType = cute::is_same_v<ElementD, float> ? DType::F32 : DType::BF16;
+  static_assert(cute::is_same_v<ElementD, float> || cute::is_same_v<ElementD, cutlass::bfloat16_t>);
   static constexpr int kAlignAB = 128 / cutlass::sizeof_bits<Element>::value;  // 16-byte TMA rows
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;
   using TileShape = typename Config::TileShape;
@@ -188,15 +191,16 @@ inline void check_cutlass(cutlass::Status s, const char* what) {
     throw Error(std::string("CUTLASS grouped GEMM: ") + what + " failed: " + cutlass::cutlassGetStatusString(s));
 }
 
-template <class Element, class Config, bool SwapAB>
-void GroupedGemm<Element, Config, SwapAB>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class Element, class Config, bool SwapAB, class ElementD_>
+void GroupedGemm<Element, Config, SwapAB, ElementD_>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+  if (g.d_dtype != kDType) throw Error("CUTLASS grouped GEMM: the instance's D dtype differs from the call's");
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
   launch_chained(setup_groups_kernel<SwapAB, Element, ElementD, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0, stream,
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
-      static_cast<const Element*>(g.b), g.d, arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d, arr.stride_a,
-      arr.stride_b, arr.stride_d);
+      static_cast<const Element*>(g.b), static_cast<ElementD*>(g.d), arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d,
+      arr.stride_a, arr.stride_b, arr.stride_d);
   const auto args = arguments(arr, g.groups, g.device, g.sm_count);
   Gemm gemm;
   check_cutlass(gemm.can_implement(args), "can_implement");

@@ -4,30 +4,17 @@
 // (sm90_use_small_config in grouped_gemm.hpp).
 #include <algorithm>
 
-#include "cuda/sm90_grouped_gemm.cuh"
+#include "cuda/sm90_grouped_gemm_configs.cuh"
 
 namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
 
-// Cooperative: two consumer warpgroups split the 128-row tile. 256 columns, not 128: each
-// activation tile load then feeds twice the MMAs (bf16 and fp8 layers 4-16% faster where this
-// config runs, M >= 1024 on an H200: src/cuda/NOTES.md; 128 fp32 accumulators per consumer
-// thread). 64-deep K tiles of bf16 are
-// one 128-byte swizzle row.
-using LargeConfig = sm90::TileConfig<Shape<_128, _256, _64>, Shape<_1, _1, _1>,
-                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                                     cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-// Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
-// (large-M GEMMs with short K, sm90_use_pingpong_config).
-using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
-                                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
-                                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
-using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, LargeConfig, /*SwapAB=*/false>;
-using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, PingpongConfig, /*SwapAB=*/false>;
+using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16LargeConfig, /*SwapAB=*/false>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16PingpongConfig, /*SwapAB=*/false>;
 using SmallGemm = sm90::GroupedGemm<cutlass::bfloat16_t, SmallConfig, /*SwapAB=*/true>;
 }  // namespace
 

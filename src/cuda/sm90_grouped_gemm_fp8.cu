@@ -6,33 +6,19 @@
 // 256x64 for short K (sm90_use_small_config / sm90_use_small_tall_config in grouped_gemm.hpp).
 #include <algorithm>
 
-#include "cuda/sm90_grouped_gemm.cuh"
+#include "cuda/sm90_grouped_gemm_configs.cuh"
 
 namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
-// The 128x128 (large-M, compute-bound) configs use FP8FastAccum: wgmma accumulates a whole K tile
-// chain without promoting the partial sums into separate fp32 registers every few k-blocks
-// (measured accuracy in NOTES.md). The swap-AB small config (weight streaming) keeps the
-// promoting default schedule: it is bound by the weight loads, not by the MMAs.
-// Cooperative: two consumer warpgroups split the 128-row tile. 256 columns, not 128: each
-// activation tile load then feeds twice the MMAs (bf16 and fp8 layers 4-16% faster where this
-// config runs, M >= 1024 on an H200: src/cuda/NOTES.md; 128 fp32 accumulators per consumer
-// thread). 128-deep K tiles of fp8 are
-// one 128-byte swizzle row.
-using LargeConfig = sm90::TileConfig<Shape<_128, _256, _128>, Shape<_1, _1, _1>,
-                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
-                                     cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-// Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
-// (large-M GEMMs with short K, sm90_use_pingpong_config).
-using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
-                                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
-                                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
+// The large-M configs (sm90_grouped_gemm_configs.cuh) use FP8FastAccum. The swap-AB small config
+// (weight streaming) keeps the promoting default schedule: it is bound by the weight loads, not
+// by the MMAs.
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _128>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, LargeConfig, /*SwapAB=*/false>;
-using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, PingpongConfig, /*SwapAB=*/false>;
+using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig, /*SwapAB=*/false>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8PingpongConfig, /*SwapAB=*/false>;
 // Swap-AB with short K (sm90_use_small_tall_config): 256 weight rows per tile, 128 per consumer
 // warpgroup.
 using SmallTallConfig = sm90::TileConfig<Shape<_256, _64, _128>, Shape<_1, _1, _1>,

@@ -5,7 +5,8 @@
 //
 // Three instances, as the other fp8 family: 128x128x128 (activations x weights^T) for many rows per
 // expert, swap-AB 128x64x128 (weights on the 128-row side, tokens on N) for few, and swap-AB
-// 256x64x128 for few with short K.
+// 256x64x128 for few with short K and n a multiple of 256. The large one also with a bf16 D:
+// sm90_grouped_gemm_fp8_blockwise_d16.cu.
 #include <algorithm>
 
 #include "cuda/sm90_blockwise_gemm.cuh"
@@ -30,7 +31,10 @@ size_t sm90_grouped_gemm_fp8_blockwise_workspace(int groups, int sm_count) {
 }
 
 void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs& args, cudaStream_t stream) {
-  if (sm90_use_small_tall_config(args)) SmallTallGemm::run(args, stream);
+  // The 256-row weight tile reads the scales of two 128-row blocks: with n not a multiple of 256
+  // its last tile read one past the expert's (the last expert's: past the array; memcheck on
+  // relu2 layers with n = 128).
+  if (sm90_use_small_tall_config(args) && args.n % 256 == 0) SmallTallGemm::run(args, stream);
   else if (sm90_use_small_config(args)) SmallGemm::run(args, stream);
   else LargeGemm::run(args, stream);
 }

@@ -110,15 +110,16 @@ template <Operand OP, bool kBlock>
 void launch_op(const GroupedGemmArgs& g, int L, unsigned active, cudaStream_t stream) {
   const auto* a = static_cast<const uint8_t*>(g.a);
   const auto* b = static_cast<const uint8_t*>(g.b);
+  auto* d = static_cast<float*>(g.d);
   const int64_t per_block = static_cast<int64_t>(kWarps) * kWarpRows * (32 / L);
   const dim3 grid(static_cast<unsigned>((g.n + per_block - 1) / per_block), active), block(kWarps * 32);
   with_lanes(L, [&](auto l) {
     constexpr int kL = decltype(l)::value;
     if (g.offsets_final_at_launch)
-      launch_chained(small_m_gemm_kernel<OP, kL, true, kBlock>, grid, block, 0, stream, a, b, g.d, g.n, g.k, g.groups,
+      launch_chained(small_m_gemm_kernel<OP, kL, true, kBlock>, grid, block, 0, stream, a, b, d, g.n, g.k, g.groups,
                      g.expert_offsets, g.a_scale, g.b_scale);
     else
-      launch_chained(small_m_gemm_kernel<OP, kL, false, kBlock>, grid, block, 0, stream, a, b, g.d, g.n, g.k,
+      launch_chained(small_m_gemm_kernel<OP, kL, false, kBlock>, grid, block, 0, stream, a, b, d, g.n, g.k,
                      g.groups, g.expert_offsets, g.a_scale, g.b_scale);
   });
 }

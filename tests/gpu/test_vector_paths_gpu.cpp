@@ -590,7 +590,10 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationNvfp4Paths,
 
 // ---------------------------------------------------------------- finalize
 
-class FinalizePaths : public ::testing::TestWithParam<std::tuple<int, int>> {};
+// y in fp32 (4 columns a thread) or bf16 (8 columns, the large-M GEMM2 output of bf16 layers):
+// the vector kernel against the general one (misaligned y), and for bf16 y also against the fp32
+// vector kernel fed the same bf16-exact values (the two y dtypes sum the same numbers).
+class FinalizePaths : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
 
 TEST_P(FinalizePaths, VectorEqualsGeneral) {
   FMOE_REQUIRE_GPU();
@@ -598,26 +601,36 @@ TEST_P(FinalizePaths, VectorEqualsGeneral) {
     int64_t M, topk, K;
   };
   const Shape shapes[] = {{1, 8, 7168}, {3, 10, 512}, {700, 8, 2048}};
-  const auto [kind, si] = GetParam();
+  const auto [kind, si, y_bf16] = GetParam();
   const Shape sh = shapes[si];
   const int E = 9;
   std::mt19937 rng(static_cast<uint32_t>(kind * 13 + si));
   const auto ids = random_ids(sh.M * sh.topk, E, rng);
   DevicePlan plan(ids, E);
   const int64_t slots = sh.M * sh.topk;
-  const auto y = mixed_values(slots * sh.K, rng);
+  auto y = mixed_values(slots * sh.K, rng);
+  std::vector<uint16_t> y16(y.size());
+  if (y_bf16) {
+    for (size_t i = 0; i < y.size(); ++i) {
+      y16[i] = float_to_bf16_bits(y[i]);
+      y[i] = bf16_bits_to_float(y16[i]);
+    }
+  }
   std::uniform_real_distribution<float> ud(0.5f, 2.0f);
   std::vector<float> tw(slots), bias(E * sh.K), a_row(slots), w_e(E), w_ec(E * sh.K), a_exp(E), a_t{ud(rng)};
   for (auto* v : {&tw, &bias, &a_row, &w_e, &w_ec, &a_exp})
     for (auto& x : *v) x = ud(rng);
   Shifted y_aligned = upload_shifted(y.data(), y.size() * 4, 0);
   Shifted y_shifted = upload_shifted(y.data(), y.size() * 4, 4);
+  Shifted y16_aligned = upload_shifted(y16.data(), y16.size() * 2, 0);
+  Shifted y16_shifted = upload_shifted(y16.data(), y16.size() * 2, 2);
   DeviceBuffer tw_d = upload_vec(tw), bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), w_e_d = upload_vec(w_e),
                w_ec_d = upload_vec(w_ec), a_exp_d = upload_vec(a_exp), a_t_d = upload_vec(a_t);
-  DeviceBuffer out_vec(sh.M * sh.K * 2), out_gen(sh.M * sh.K * 2);
-  auto run = [&](const void* yp, DeviceBuffer& out) {
+  DeviceBuffer out_vec(sh.M * sh.K * 2), out_gen(sh.M * sh.K * 2), out_vec16(sh.M * sh.K * 2);
+  auto run = [&](const void* yp, DType y_dtype, DeviceBuffer& out) {
     cuda::FinalizeParams fp;
-    fp.y = static_cast<const float*>(yp);
+    fp.y = yp;
+    fp.y_dtype = y_dtype;
     fp.M = sh.M;
     fp.K = sh.K;
     fp.topk = sh.topk;
@@ -641,18 +654,27 @@ TEST_P(FinalizePaths, VectorEqualsGeneral) {
     fp.out_dtype = DType::BF16;
     cuda::launch_finalize(fp, nullptr);
   };
-  run(y_aligned.ptr, out_vec);
-  run(y_shifted.ptr, out_gen);
+  run(y_aligned.ptr, DType::F32, out_vec);
+  if (!y_bf16) {
+    run(y_shifted.ptr, DType::F32, out_gen);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    expect_same_bytes(out_vec, out_gen.get(), sh.M * sh.K * 2, "output");
+    return;
+  }
+  run(y16_aligned.ptr, DType::BF16, out_vec16);
+  run(y16_shifted.ptr, DType::BF16, out_gen);
   FMOE_CUDA(cudaDeviceSynchronize());
-  expect_same_bytes(out_vec, out_gen.get(), sh.M * sh.K * 2, "output");
+  expect_same_bytes(out_vec16, out_gen.get(), sh.M * sh.K * 2, "output (bf16 y: vector vs general)");
+  expect_same_bytes(out_vec16, out_vec.get(), sh.M * sh.K * 2, "output (bf16 y vs the same values as fp32 y)");
 }
 
 const char* const kDequantNames[] = {"none", "tensor", "channel", "generic"};
 const char* const kShapeNames[] = {"M1_top8_K7168", "M3_top10_K512", "M700_top8_K2048"};
-INSTANTIATE_TEST_SUITE_P(Cases, FinalizePaths, ::testing::Combine(::testing::Range(0, 4), ::testing::Range(0, 3)),
+INSTANTIATE_TEST_SUITE_P(Cases, FinalizePaths,
+                         ::testing::Combine(::testing::Range(0, 4), ::testing::Range(0, 3), ::testing::Bool()),
                          [](const auto& info) {
                            return std::string(kDequantNames[std::get<0>(info.param)]) + "_" +
-                                  kShapeNames[std::get<1>(info.param)];
+                                  kShapeNames[std::get<1>(info.param)] + (std::get<2>(info.param) ? "_ybf16" : "");
                          });
 
 }  // namespace
