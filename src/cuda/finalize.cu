@@ -52,10 +52,10 @@ __global__ void finalize_kernel(FinalizeParams p) {
 constexpr int kSlotBatch = 8;
 template <int V>
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
+  chain_wait();
   static_assert(V == 4 || V == 8, "4 fp32 or 8 bf16 columns: one 16-byte load");
   constexpr int64_t kYBytes = 16 / V;
   const char* y_bytes = static_cast<const char*>(p.y);
-  chain_wait();
   __shared__ TokenSlots slots;
   const int topk = static_cast<int>(p.topk);
   const int64_t vecs = p.K / V;
