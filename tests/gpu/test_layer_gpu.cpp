@@ -103,63 +103,47 @@ INSTANTIATE_TEST_SUITE_P(HiddenDtypes, CrossDtypeGpu,
                                   dtype_name(std::get<1>(info.param));
                          });
 
-// Larger problems: several M and N tiles per expert in the TMA GEMMs, and the multi-block plan
-// (more than 1024 slots).
-class LargeGpu : public ::testing::TestWithParam<int> {};
-
-TEST_P(LargeGpu, MatchesOracle) {
-  FMOE_REQUIRE_GPU();
-  Case c = make_case(kFormats[GetParam()], kActs[0], 0);
-  c.M = 700;
-  c.K = 512;
-  c.N = 384;
-  c.E = 6;
+// Larger problems, one shape per suite, every format: an oracle case with M tokens over E experts
+// (top-2) and the given hidden / intermediate sizes.
+void check_shape(int fi, int64_t M, int64_t K, int64_t N, int64_t E, uint64_t seed_add) {
+  Case c = make_case(kFormats[fi], kActs[0], 0);
+  c.M = M;
+  c.K = K;
+  c.N = N;
+  c.E = E;
   c.topk = 2;
-  c.seed += 5;
+  c.seed += seed_add;
   check_case(c);
 }
 
-INSTANTIATE_TEST_SUITE_P(Formats, LargeGpu, ::testing::Range(0, 6),
-                         [](const ::testing::TestParamInfo<int>& info) { return std::string(kFormats[info.param].name); });
+std::string format_case_name(const ::testing::TestParamInfo<int>& info) { return kFormats[info.param].name; }
+
+// Several M and N tiles per expert in the TMA GEMMs, and the multi-block plan (more than 1024 slots).
+class LargeGpu : public ::testing::TestWithParam<int> {};
+TEST_P(LargeGpu, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  check_shape(GetParam(), 700, 512, 384, 6, 5);
+}
+INSTANTIATE_TEST_SUITE_P(Formats, LargeGpu, ::testing::Range(0, 6), format_case_name);
 
 // Long K (> 1024) with > 64 rows per expert: the cooperative large config (FP8FastAccum for
 // fp8) and the K <= 1024 pingpong config of GEMM2 in one layer.
 class LongKGpu : public ::testing::TestWithParam<int> {};
-
 TEST_P(LongKGpu, MatchesOracle) {
   FMOE_REQUIRE_GPU();
-  Case c = make_case(kFormats[GetParam()], kActs[0], 0);
-  c.M = 600;
-  c.K = 2048;
-  c.N = 256;
-  c.E = 4;
-  c.topk = 2;
-  c.seed += 11;
-  check_case(c);
+  check_shape(GetParam(), 600, 2048, 256, 4, 11);
 }
-
-INSTANTIATE_TEST_SUITE_P(Formats, LongKGpu, ::testing::Range(0, 6),
-                         [](const ::testing::TestParamInfo<int>& info) { return std::string(kFormats[info.param].name); });
+INSTANTIATE_TEST_SUITE_P(Formats, LongKGpu, ::testing::Range(0, 6), format_case_name);
 
 // Long N (> 1024) with > 64 rows per expert: GEMM2 (k = N) on the cooperative large config, which
 // for bf16 outputs of bf16 / fp8 operands writes y in bf16 (sm90_bf16_d_applies), as the pingpong
 // config does in LargeGpu / LongKGpu.
 class LongNGpu : public ::testing::TestWithParam<int> {};
-
 TEST_P(LongNGpu, MatchesOracle) {
   FMOE_REQUIRE_GPU();
-  Case c = make_case(kFormats[GetParam()], kActs[0], 0);
-  c.M = 600;
-  c.K = 256;
-  c.N = 1536;
-  c.E = 4;
-  c.topk = 2;
-  c.seed += 17;
-  check_case(c);
+  check_shape(GetParam(), 600, 256, 1536, 4, 17);
 }
-
-INSTANTIATE_TEST_SUITE_P(Formats, LongNGpu, ::testing::Range(0, 6),
-                         [](const ::testing::TestParamInfo<int>& info) { return std::string(kFormats[info.param].name); });
+INSTANTIATE_TEST_SUITE_P(Formats, LongNGpu, ::testing::Range(0, 6), format_case_name);
 
 }  // namespace
 }  // namespace fusedmoe::gputest
