@@ -455,9 +455,10 @@ class CudaBackend final : public BackendImpl {
     g1.device = device_;
     g1.a_scale = b.block_scale1;
     g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
-    // h and y stay fp32: bf16 intermediates were measured on an H200 (2026-11-21) at 0.3-4% (bf16)
+    // h stays fp32: bf16 h and y together were measured on an H200 (2026-11-21) at 0.3-4% (bf16)
     // and 1-11% (fp8) faster at M >= 1024 but raised the worst error against the float64 oracle
-    // from 2e-4 to 5e-3 (bf16) and from 5e-3 to 2.6e-2 (fp8-tensor), and were removed.
+    // from 2e-4 to 5e-3 (bf16) and from 5e-3 to 2.6e-2 (fp8-tensor), and were removed; y alone
+    // is bf16 at large batches with a bf16 output (GEMM2 below).
 
     // activation
     ActivationParams ap;
