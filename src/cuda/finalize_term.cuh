@@ -43,13 +43,22 @@ struct TokenSlots {
   }
 };
 
+// acc + w * (y * factor [* w_channel]  + bias), with w_channel = w[e, c] (CHANNEL only) and
+// bias = bias[e, c] (when there is one) given by the caller, which may load them as vectors.
+__device__ __forceinline__ float add_slot_loaded(const FinalizeParams& p, float acc, float y, float w, float f,
+                                                 float w_channel, float bias) {
+  if (p.dq.kind == Dequant::TENSOR || p.dq.kind == Dequant::GENERIC) y = __fmul_rn(y, f);
+  if (p.dq.kind == Dequant::CHANNEL) y = __fmul_rn(y, __fmul_rn(f, w_channel));
+  if (p.bias) y = __fadd_rn(y, bias);
+  return __fmaf_rn(w, y, acc);
+}
+
 // acc + w * (y * factor [* w_channel[e, c]] + bias[e, c]).
 __device__ __forceinline__ float add_slot(const FinalizeParams& p, float acc, float y, float w, float f, int64_t e,
                                           int64_t c) {
-  if (p.dq.kind == Dequant::TENSOR || p.dq.kind == Dequant::GENERIC) y = __fmul_rn(y, f);
-  if (p.dq.kind == Dequant::CHANNEL) y = __fmul_rn(y, __fmul_rn(f, p.dq.w[e * p.K + c]));
-  if (p.bias) y = __fadd_rn(y, p.bias[e * p.K + c]);
-  return __fmaf_rn(w, y, acc);
+  const float wc = p.dq.kind == Dequant::CHANNEL ? p.dq.w[e * p.K + c] : 1.0f;
+  const float b = p.bias ? p.bias[e * p.K + c] : 0.0f;
+  return add_slot_loaded(p, acc, y, w, f, wc, b);
 }
 
 }  // namespace fusedmoe::cuda

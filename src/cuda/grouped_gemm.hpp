@@ -72,13 +72,16 @@ inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
   return active > 0 && a.max_rows <= kSmallConfigMaxRowsPerGroup * active;
 }
 
-// Large-M GEMMs with short K (k <= kPingpongMaxK: Qwen3 / DeepSeek-TP8 down projections): the
-// pingpong schedule (each consumer warpgroup owns a whole 128x128 tile, so one warpgroup's
-// epilogue - the fp32 D store, which dominates when the mainloop is only a few K tiles - overlaps
-// the other's MMAs). Long K keeps the cooperative 128x128 config.
+// Large-M GEMMs with short K (k <= kPingpongMaxK: Qwen3 / DeepSeek-TP8 down projections) and an
+// fp32 D: the pingpong schedule (each consumer warpgroup owns a whole 128x128 tile, so one
+// warpgroup's epilogue - the fp32 D store, which dominates when the mainloop is only a few K
+// tiles - overlaps the other's MMAs). Long K, and a bf16 D (half the store), keep the cooperative
+// 128x256 config: with GEMM2's y in bf16 it was the faster one, H100 (2026-11-22,
+// bench/results/2026-11-22-h100-bf16-d-cooperative): DeepSeek-V3 TP8 layer at 2048 / 4096 tokens
+// 0.94-0.96 (fp8) / 0.98-0.99 (bf16), Qwen3 at 4096 0.97-1.00.
 constexpr int64_t kPingpongMaxK = 1024;
 inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
-  return a.k <= kPingpongMaxK && !sm90_use_small_config(a);
+  return a.k <= kPingpongMaxK && a.d_dtype == DType::F32 && !sm90_use_small_config(a);
 }
 
 // fp8 swap-AB calls with short K (the Qwen3 / DeepSeek-TP8 down projections at small and medium
