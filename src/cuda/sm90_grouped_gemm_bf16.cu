@@ -13,8 +13,13 @@ using namespace cute;
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+// Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
+// (large-M GEMMs with short K and an fp32 D, sm90_use_pingpong_config).
+using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
+                                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
+                                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16LargeConfig, /*SwapAB=*/false>;
-using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16PingpongConfig, /*SwapAB=*/false>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, PingpongConfig, /*SwapAB=*/false>;
 using SmallGemm = sm90::GroupedGemm<cutlass::bfloat16_t, SmallConfig, /*SwapAB=*/true>;
 }  // namespace
 

@@ -1,7 +1,8 @@
 #pragma once
-// The large-M tile configurations shared by the fp32-D instances (sm90_grouped_gemm_bf16.cu,
-// sm90_grouped_gemm_fp8.cu) and the bf16-D ones (sm90_grouped_gemm_<family>_d16.cu), so both
-// kinds of a family run the same tiles and schedules.
+// The cooperative large-M tile configurations shared by the fp32-D instances
+// (sm90_grouped_gemm_bf16.cu, sm90_grouped_gemm_fp8.cu) and the bf16-D ones
+// (sm90_grouped_gemm_<family>_d16.cu), so both kinds of a family run the same tiles and schedule.
+// (The pingpong configs serve an fp32 D only and stay in their family's file.)
 #include "cuda/sm90_grouped_gemm.cuh"
 
 namespace fusedmoe::cuda::sm90 {
@@ -13,19 +14,11 @@ namespace fusedmoe::cuda::sm90 {
 using Bf16LargeConfig = TileConfig<cute::Shape<cute::_128, cute::_256, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
                                    cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                    cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-// Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
-// (large-M GEMMs with short K, sm90_use_pingpong_config).
-using Bf16PingpongConfig = TileConfig<cute::Shape<cute::_128, cute::_128, cute::_64>, cute::Shape<cute::_1, cute::_1, cute::_1>,
-                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
-                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
-// The fp8 large-M configs use FP8FastAccum: wgmma accumulates a whole K tile chain without
+// The fp8 large-M config uses FP8FastAccum: wgmma accumulates a whole K tile chain without
 // promoting the partial sums into separate fp32 registers every few k-blocks (measured accuracy
 // in NOTES.md).
 using Fp8LargeConfig = TileConfig<cute::Shape<cute::_128, cute::_256, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
                                   cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8FastAccum,
                                   cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-using Fp8PingpongConfig = TileConfig<cute::Shape<cute::_128, cute::_128, cute::_128>, cute::Shape<cute::_1, cute::_1, cute::_1>,
-                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
-                                     cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 
 }  // namespace fusedmoe::cuda::sm90

@@ -11,14 +11,20 @@
 namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
-// The large-M configs (sm90_grouped_gemm_configs.cuh) use FP8FastAccum. The swap-AB small config
+// The large-M configs (sm90_grouped_gemm_configs.cuh and the pingpong one below) use FP8FastAccum. The swap-AB small config
 // (weight streaming) keeps the promoting default schedule: it is bound by the weight loads, not
 // by the MMAs.
 using SmallConfig = sm90::TileConfig<Shape<_128, _64, _128>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
+// Pingpong: each consumer warpgroup a whole 128x128 tile, epilogues overlapping the other's MMAs
+// (large-M GEMMs with short K and an fp32 D, sm90_use_pingpong_config); FP8FastAccum as the
+// large config.
+using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
+                                        cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
+                                        cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
 using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig, /*SwapAB=*/false>;
-using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8PingpongConfig, /*SwapAB=*/false>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, PingpongConfig, /*SwapAB=*/false>;
 // Swap-AB with short K (sm90_use_small_tall_config): 256 weight rows per tile, 128 per consumer
 // warpgroup.
 using SmallTallConfig = sm90::TileConfig<Shape<_256, _64, _128>, Shape<_1, _1, _1>,
