@@ -120,16 +120,22 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 }
 
 // Weight streaming: each warp copies its 16 rows into shared memory with cp.async, a stage of
-// 512 k values (256 contiguous bytes per row, 16 bytes per lane and copy) at a time, kStages - 1
-// stages ahead of their use. Measured on an H200 before (each lane loading its own 16 bytes per
-// row into registers, 64-byte runs per row, 2-3 chunks ahead): the decode GEMMs streamed at
-// 1-2 TB/s, bound by the bytes in flight (registers) and the short runs.
-constexpr int kSubs = 4;                           // 128-k sub-chunks per stage
-constexpr int kStageRowBytes = kSubs * 64;         // 256 bytes of a row per stage
+// 256 k values (128 contiguous bytes per row, 16 bytes per lane and copy) at a time, one stage
+// ahead of its use. Measured on an H200 before (each lane loading its own 16 bytes per row into
+// registers, 64-byte runs per row, 2-3 chunks ahead): the decode GEMMs streamed at 1-2 TB/s,
+// bound by the bytes in flight (registers) and the short runs. Stage size (H100 A/B,
+// bench/results/2026-11-22-h100-w4-mma-diet): 512 k x 3 stages (52 KB per block) -> 256 k x 3
+// 0.91x the layer time, -> 256 k x 2 (19 KB) another 0.97x: less shared memory leaves more L1 to
+// the activation rows that every warp of an expert re-reads.
+constexpr int kSubs = 2;                           // 128-k sub-chunks per stage (even: the loop below takes two at a time)
+constexpr int kStageRowBytes = kSubs * 64;         // bytes of a row per stage
 constexpr int kRowPitch = kStageRowBytes + 16;     // +16: the 8 rows g of a fragment read hit distinct banks
-constexpr int kStages = 3;
+constexpr int kStages = 2;
 constexpr int kWarpStageBytes = 16 * kRowPitch;
-constexpr int kSmemBytes = kWarps * kStages * kWarpStageBytes;
+// Scale code -> decode_word's bf16x2 multiplier (e8m0 / e4m3: 256 codes), built once per block:
+// converted in the loop, the compares and selects were ~10 instructions per row and sub-chunk.
+constexpr int kTableBytes = 256 * 4;
+constexpr int kSmemBytes = kTableBytes + kWarps * kStages * kWarpStageBytes;
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
@@ -140,97 +146,120 @@ __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;" ::"n"(N));
 }
 
+// The kernel is bound by the ALU pipe (ncu, H100, gpt-oss-120b mxfp4 at 8 tokens: 71% of its
+// peak, ~44 instructions per packed word, 13.5 of them in the stage issue's 64-bit index math and
+// per-byte scale addressing). So everything per lane that does not change along k is computed
+// once: 32-bit sizes (w4_shape_ok), a running pointer per copy row pair, scale pointers with a
+// fixed byte step per 128-k sub-chunk, activation row pointers clamped to a valid row (columns of
+// tokens past the expert's rows are computed and never stored, so they need no zeros).
 template <int F, int NT>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   chain_wait();
   extern __shared__ __align__(16) uint8_t smem[];
+  const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
+  if constexpr (F != kInt4) {
+    for (int i = threadIdx.x; i < 256; i += kWarps * 32)
+      reinterpret_cast<uint32_t*>(smem)[i] = scale_bits<F>(static_cast<uint32_t>(i));
+  }
+  __syncthreads();
   const int e = active_expert<kWarps>(p.offsets, p.groups, blockIdx.y);
   if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
-  const int64_t n0 = (static_cast<int64_t>(blockIdx.x) * kWarps + warp) * 16;
-  if (n0 >= p.n) return;
-  const int64_t row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
-  const int64_t half_k = p.k / 2, stages = (p.k + kSubs * 128 - 1) / (kSubs * 128);
-  const uint8_t* we = p.w + static_cast<int64_t>(e) * p.n * half_k;
-  uint8_t* wsm = smem + warp * kStages * kWarpStageBytes;
-  const uint32_t wsm_addr = static_cast<uint32_t>(__cvta_generic_to_shared(wsm));
+  const int n = static_cast<int>(p.n), k = static_cast<int>(p.k), hk = k / 2;
+  const int n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
+  if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
+  const int row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
+  const int stages = (k + kSubs * 128 - 1) / (kSubs * 128);
+  uint8_t* wsm = smem + kTableBytes + warp * kStages * kWarpStageBytes;
 
-  // Stage c of this warp's rows -> buffer c % kStages (always commits a group, maybe empty),
-  // and the raw scales of this lane's rows g, g + 8 for it, packed: the e8m0 code of sub-chunk
-  // sub at byte sub of w[0] (mxfp4), the bf16 group scales of int4 at 16-bit lane sub of w[0..1],
-  // nvfp4's two e4m3 codes at bytes 2 sub, 2 sub + 1 of one 64-bit word. nvfp4 keeps a scalar:
-  // the sub-chunk loop below is not unrolled, and its two-word array indexed by sub went to local
-  // memory (48-byte stack frame, 228 registers at NT = 1; as a scalar 128 registers, no stack,
-  // layers at 8..256 tokens 0.62-0.89x the time on an H200). The same change measured slower for
-  // int4 (more registers at NT = 2: Qwen3 W4A8 at 256 tokens 1.12x), so int4 keeps the array.
-  struct Words {
-    uint32_t w[2];
-  };
-  using Raw = std::conditional_t<F == kNv, uint64_t, Words>;
-  const int64_t cols = p.k / 16;
-  const uint8_t* sbase[2];  // nvfp4: this lane's rows' scale bytes before the block offset
-  if constexpr (F == kNv) {
+  // Weight copies of this lane: rows n0 + lane / kCols + kRowsPerCopy * i (i < kCopies), 16 bytes
+  // at column lane % kCols of a stage.
+  constexpr int kCols = kStageRowBytes / 16, kRowsPerCopy = 32 / kCols, kCopies = 16 / kRowsPerCopy;
+  const int cbyte = (lane % kCols) * 16;
+  const int64_t rstep = kRowsPerCopy * static_cast<int64_t>(hk);
+  const uint8_t* wsrc = p.w + (static_cast<int64_t>(e) * n + n0 + lane / kCols) * hk + cbyte;
+  const uint32_t wdst =
+      static_cast<uint32_t>(__cvta_generic_to_shared(wsm)) + (lane / kCols) * kRowPitch + cbyte;
+
+  // Scales of this lane's rows n0 + g (h = 0) and n0 + g + 8 (h = 1): those of 128-k sub-chunk s
+  // (values s * 128 + t * 32 .. + 31) at sb[h] + s * sstep: mxfp4 one e8m0 byte, nvfp4 two e4m3
+  // bytes (its two 16-blocks), int4 the bf16 group scale.
+  const uint8_t* sb[2];
+  int sstep;
+  {
+    const uint8_t* s = static_cast<const uint8_t*>(p.scale);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      int64_t row = n0 + h * 8 + g;
-      if (row >= p.n) row = 0;  // never used
-      const uint8_t* s = static_cast<const uint8_t*>(p.scale);
-      sbase[h] = p.swizzled ? s + e * (((p.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4)) + swizzled_offset(row, 0, cols)
-                            : s + (e * p.n + row) * cols;
+      const int64_t row = n0 + h * 8 + g;
+      if constexpr (F == kInt4) {
+        sb[h] = s + (static_cast<int64_t>(e) * n + row) * (k / 128) * 2;
+        sstep = 2;
+      } else {
+        constexpr int kBs = F == kMx ? 32 : 16;
+        const int64_t cols = k / kBs, first = F == kMx ? t : 2 * t;  // this lane's first block
+        if (p.swizzled) {
+          const int64_t per_expert = ((p.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4);
+          sb[h] = s + e * per_expert + swizzled_offset(row, first, cols);
+          sstep = F == kMx ? 512 : 1024;  // 4 (8) blocks further: 1 (2) swizzle column tiles on
+        } else {
+          sb[h] = s + (static_cast<int64_t>(e) * n + row) * cols + first;
+          sstep = 128 / kBs;
+        }
+      }
     }
   }
-  auto issue_stage = [&](int64_t c, Raw (&sraw)[2]) {
-    const int buf = static_cast<int>(c % kStages);
+
+  static_assert(kSubs % 2 == 0 && kSubs <= 4, "scales of a stage packed below; sub-chunks taken in pairs");
+  // The stage's raw scales travel packed: mxfp4 the byte of sub-chunk sub at byte sub of w[h];
+  // nvfp4 / int4 its 16 bits at half sub of the 64-bit w[h].
+  using RawWord = std::conditional_t<F == kMx, uint32_t, uint64_t>;
+  struct Raw {
+    RawWord w[2];
+  };
+  // Stage c -> buffer buf (always commits a group; past the last stage it copies nothing).
+  auto issue_stage = [&](int c, int buf, Raw& raw) {
+    const int byte = c * kStageRowBytes;
+    const bool kv = byte + cbyte < hk;  // this lane's 16 bytes lie inside the rows (so c < stages)
+    const uint8_t* src = wsrc + (kv ? byte : 0);
+    const uint32_t dst = wdst + buf * kWarpStageBytes;
 #pragma unroll
-    for (int i = 0; i < 16 * kStageRowBytes / 16 / 32; ++i) {
-      const int piece = lane + 32 * i, r = piece / (kStageRowBytes / 16), col = piece % (kStageRowBytes / 16);
-      const int64_t byte = c * kStageRowBytes + col * 16;
-      const bool ok = c < stages && byte < half_k && n0 + r < p.n;
-      const uint8_t* src = ok ? we + (n0 + r) * half_k + byte : we;
-      cp_async16(wsm_addr + buf * kWarpStageBytes + r * kRowPitch + col * 16, src, ok);
+    for (int i = 0; i < kCopies; ++i) {
+      cp_async16(dst + i * kRowsPerCopy * kRowPitch, src, kv);
+      src += rstep;
     }
     cp_async_commit();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      if constexpr (F == kNv) sraw[h] = 0;
-      else sraw[h].w[0] = sraw[h].w[1] = 0u;
+      const uint8_t* q = sb[h] + static_cast<int64_t>(c) * kSubs * sstep;
+      RawWord r = 0;
 #pragma unroll
       for (int sub = 0; sub < kSubs; ++sub) {
-        const int64_t row = n0 + h * 8 + g, kb = (c * kSubs + sub) * 128 + t * 32;
-        const bool ok = c < stages && kb < p.k && row < p.n;
-        if constexpr (F == kInt4) {
-          sraw[h].w[sub >> 1] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (16 * (sub & 1));
-        } else if constexpr (F == kMx) {
-          sraw[h].w[0] |= (ok ? load_scale_raw<F>(p, e, row, kb) : 0u) << (8 * sub);
+        const bool ok = (c * kSubs + sub) * 128 + t * 32 < k;
+        if constexpr (F == kMx) {
+          const uint32_t v = ok ? __ldg(q + sub * sstep) : 0u;
+          r |= v << (8 * sub);
         } else {
-#pragma unroll
-          for (int j = 0; j < 2; ++j) {
-            const int64_t b = kb / 16 + j;
-            const uint32_t v = ok ? sbase[h][p.swizzled ? (b / 4) * 512 + b % 4 : b] : 0u;
-            sraw[h] |= static_cast<uint64_t>(v) << (8 * (2 * sub + j));
-          }
+          const uint32_t v = ok ? __ldg(reinterpret_cast<const uint16_t*>(q + sub * sstep)) : 0u;
+          r |= static_cast<uint64_t>(v) << (16 * sub);
         }
       }
+      raw.w[h] = r;
     }
   };
-  // The raw scale of sub-chunk sub (j: nvfp4's second 16-block) from the packed ring entry.
-  auto raw_scale = [](const Raw& sr, int sub, int j) -> uint32_t {
-    if constexpr (F == kInt4) return (sr.w[sub >> 1] >> (16 * (sub & 1))) & 0xFFFFu;
-    else if constexpr (F == kMx) return (sr.w[0] >> (8 * sub)) & 0xFFu;
-    else return static_cast<uint32_t>(sr >> (8 * (2 * sub + j))) & 0xFFu;
-  };
 
-  for (int64_t tok0 = 0; tok0 < rows; tok0 += 8 * NT) {
-    auto load_x = [&](int64_t kc, uint4 (&xv)[NT][4]) {  // kc: 128-k sub-chunk index
-      const int64_t kb = kc * 128 + t * 32;
-      const bool kv = kb < p.k;
+  for (int tok0 = 0; tok0 < rows; tok0 += 8 * NT) {
+    const uint16_t* xrow[NT];  // token g of tile j (clamped to the last row), at this lane's k offset
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+      xrow[j] = p.a + static_cast<int64_t>(row0 + min(tok0 + j * 8 + g, rows - 1)) * k + t * 32;
+    // Activations of sub-chunk kc (zeros past k, where the weights are zero-filled too).
+    auto load_x = [&](int kc, uint4 (&xv)[NT][4]) {
+      const bool kv = kc * 128 + t * 32 < k;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        const int64_t tok = tok0 + j * 8 + g;
-        const bool ok = kv && tok < rows;
-        const uint4* src = reinterpret_cast<const uint4*>(p.a + (row0 + tok) * p.k + kb);
+        const uint4* src = reinterpret_cast<const uint4*>(xrow[j] + kc * 128);
 #pragma unroll
-        for (int q = 0; q < 4; ++q) xv[j][q] = ok ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
+        for (int q = 0; q < 4; ++q) xv[j][q] = kv ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
       }
     };
     float acc[NT][4];
@@ -239,72 +268,82 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[j][q] = 0.0f;
 
-    Raw sring[kStages][2];
+    // One sub-chunk: its scales, weights from shared memory, the next sub-chunk's activations
+    // into the other buffer (two named buffers, the sub loop unrolled by 2: no copies).
+    auto body = [&](int c, int sub, const Raw& raw, const uint8_t* buf, uint4 (&xa)[NT][4], uint4 (&xn)[NT][4]) {
+      load_x(c * kSubs + sub + 1, xn);
+      uint4 wv[2];
 #pragma unroll
-    for (int d = 0; d < kStages - 1; ++d) issue_stage(d, sring[d]);
-    uint4 xa[NT][4], xn[NT][4];
-    load_x(0, xn);
-    for (int64_t c0 = 0; c0 < stages; c0 += kStages) {
+      for (int h = 0; h < 2; ++h)
+        wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
+      float part[NT][4];
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
+      uint32_t s2[2][2];  // rows g, g + 8; nvfp4: its two 16-blocks
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (F == kMx) {
+          s2[h][0] = s2[h][1] = table[(raw.w[h] >> (8 * sub)) & 0xFFu];
+        } else if constexpr (F == kNv) {
+          const uint32_t bits = static_cast<uint32_t>(raw.w[h] >> (16 * sub));
+          s2[h][0] = table[bits & 0xFFu];
+          s2[h][1] = table[(bits >> 8) & 0xFFu];
+        } else {
+          s2[h][0] = s2[h][1] = static_cast<uint32_t>(raw.w[h] >> (16 * sub)) << 16;  // fp32 bits of the bf16
+        }
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
+        uint32_t pa[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
+          decode_word<F>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const uint4 x = xa[j][q];
+          const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
+          const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
+          const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
+          const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
+          float (&dst)[4] = F == kInt4 ? part[j] : acc[j];
+          mma16816<F>(dst, a0, b04, b15);
+          mma16816<F>(dst, a1, b26, b37);
+        }
+      }
+      if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
+        const float s_lo = __uint_as_float(s2[0][0]), s_hi = __uint_as_float(s2[1][0]);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          acc[j][0] = fmaf(part[j][0], s_lo, acc[j][0]);
+          acc[j][1] = fmaf(part[j][1], s_lo, acc[j][1]);
+          acc[j][2] = fmaf(part[j][2], s_hi, acc[j][2]);
+          acc[j][3] = fmaf(part[j][3], s_hi, acc[j][3]);
+        }
+      }
+    };
+
+    Raw sring[kStages];
+#pragma unroll
+    for (int d = 0; d < kStages - 1; ++d) issue_stage(d, d, sring[d]);
+    uint4 xa[NT][4], xb[NT][4];
+    load_x(0, xa);
+    for (int c0 = 0; c0 < stages; c0 += kStages) {
 #pragma unroll
       for (int u = 0; u < kStages; ++u) {
-        const int64_t c = c0 + u;
+        const int c = c0 + u;  // c % kStages == u
         if (c >= stages) break;
-        issue_stage(c + kStages - 1, sring[(u + kStages - 1) % kStages]);
+        issue_stage(c + kStages - 1, (u + kStages - 1) % kStages, sring[(u + kStages - 1) % kStages]);
         cp_async_wait<kStages - 1>();  // stage c has landed (this lane's copies)
         __syncwarp();                  // ... and every lane's
-        const uint8_t* buf = wsm + (c % kStages) * kWarpStageBytes;
+        const uint8_t* buf = wsm + u * kWarpStageBytes;
 #pragma unroll 1
-        for (int sub = 0; sub < kSubs; ++sub) {  // not unrolled: registers (measured 255 + spills)
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) xa[j][q] = xn[j][q];
-          load_x(c * kSubs + sub + 1, xn);
-          uint4 wv[2];
-#pragma unroll
-          for (int h = 0; h < 2; ++h)
-            wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
-          float part[NT][4];
-#pragma unroll
-          for (int j = 0; j < NT; ++j)
-#pragma unroll
-            for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
-          uint32_t s2[2][2];  // converted once per sub-chunk (rows g, g + 8; nvfp4: two 16-blocks)
-#pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            s2[h][0] = scale_bits<F>(raw_scale(sring[u][h], sub, 0));
-            s2[h][1] = F == kNv ? scale_bits<F>(raw_scale(sring[u][h], sub, 1)) : s2[h][0];
-          }
-#pragma unroll
-          for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
-            uint32_t pa[2][4];
-#pragma unroll
-            for (int h = 0; h < 2; ++h) {
-              const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
-              decode_word<F>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
-            }
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-              const uint4 x = xa[j][q];
-              const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
-              const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
-              const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
-              const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
-              float (&dst)[4] = F == kInt4 ? part[j] : acc[j];
-              mma16816<F>(dst, a0, b04, b15);
-              mma16816<F>(dst, a1, b26, b37);
-            }
-          }
-          if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
-            const float s_lo = __uint_as_float(s2[0][0]), s_hi = __uint_as_float(s2[1][0]);
-#pragma unroll
-            for (int j = 0; j < NT; ++j) {
-              acc[j][0] = fmaf(part[j][0], s_lo, acc[j][0]);
-              acc[j][1] = fmaf(part[j][1], s_lo, acc[j][1]);
-              acc[j][2] = fmaf(part[j][2], s_hi, acc[j][2]);
-              acc[j][3] = fmaf(part[j][3], s_hi, acc[j][3]);
-            }
-          }
+        for (int sub = 0; sub < kSubs; sub += 2) {  // not unrolled further: registers (at 4 sub-chunks: 255 + spills)
+          body(c, sub, sring[u], buf, xa, xb);
+          body(c, sub + 1, sring[u], buf, xb, xa);
         }
         __syncwarp();  // the buffer is refilled by a later issue_stage
       }
@@ -317,9 +356,9 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
     for (int j = 0; j < NT; ++j)
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        const int64_t col = n0 + g + (q >= 2 ? 8 : 0);
-        const int64_t tok = tok0 + j * 8 + 2 * t + (q & 1);
-        if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc[j][q] * kOut;
+        const int col = n0 + g + (q >= 2 ? 8 : 0);
+        const int tok = tok0 + j * 8 + 2 * t + (q & 1);
+        if (tok < rows) p.d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
       }
   }
 }
@@ -440,6 +479,10 @@ void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
 bool w4_shape_ok(const W4Weights& w, const char** why) {
   if (w.k % 32 != 0) {
     *why = "the 4-bit GPU kernels need the hidden and intermediate sizes to be multiples of 32";
+    return false;
+  }
+  if (w.n % 16 != 0) {  // the mma kernel's warps own 16 whole rows (n is 2 x or 1 x a size above)
+    *why = "the 4-bit GPU kernels need the weight row count to be a multiple of 16";
     return false;
   }
   if (w.format == Format::W4A8_INT4 && w.k % 128 != 0) {
