@@ -228,12 +228,12 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(Act
 }
 
 // NVFP4 (W4A4), N a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
-// that exist), one 16-wide block per thread and step (act8 twice). Values as activation_kernel's
-// NVFP4 case.
+// that exist), one 16-wide block per thread and step (act8 twice; loops rolled, see
+// nvfp4_block_values). Values as activation_kernel's NVFP4 case.
 __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(ActivationParams p) {
   chain_wait();
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
-    quantise_nvfp4_row_vec(p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e],
+    quantise_nvfp4_row_vec<true>(p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e],
                            [&](int64_t c, float (&a)[8]) { act8(p, r, e, ds, c, a); });
   });
 }

@@ -420,38 +420,73 @@ __device__ __forceinline__ float e2m1_value(uint32_t code) {
 
 // nvfp4 activation quantisation of one 16-wide block, as the CPU's quantize_nvfp4 with global
 // scale gs: v in, the dequantised-without-gs values e2m1 * sf out (exact in bf16).
+// kCompact: the per-value loop rolled (v then lives in local memory), for the activation kernel:
+// unrolled, its body (~2000 instructions per 16-block with the gated activation) made the kernel
+// wait on instruction fetch at few rows (each warp walks the code once, cold; ncu, H100, Qwen3-30B-A3B
+// at one token: 20 us, half the stall cycles "no instruction"), and it was slower at every size
+// (bench/results/2026-11-22-h100-nvfp4-compact-activation). The gather keeps the unrolled form
+// (rolled, it was slower from 256 tokens on and no faster below).
+template <bool kCompact = false>
 __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
   float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) m = fmaxf(m, abs_for_amax(v[i]));
   const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
+  if constexpr (kCompact) {
+#pragma unroll 1
+    for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
+  } else {
 #pragma unroll
-  for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
+    for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
+  }
 }
 
 // nvfp4 (W4A4) quantisation of one operand row by 16-wide blocks with 16-byte accesses (cols a
 // multiple of 16, a 16-bit operand): load(c, v) fills v with columns c .. c + 7; the block's
-// threads take 16-wide blocks in turn. Same values as quantise_nvfp4_row.
-template <class Load8>
+// threads take 16-wide blocks in turn. Same values as quantise_nvfp4_row. kCompact: rolled loops
+// (nvfp4_block_values), the same operations in the same order.
+template <bool kCompact = false, class Load8>
 __device__ __forceinline__ void quantise_nvfp4_row_vec(void* out, Operand op, int64_t base, int64_t cols, float gs,
                                                        Load8 load) {
   for (int64_t b = threadIdx.x; b < cols / 16; b += blockDim.x) {
-    float v[16], lo[8], hi[8];
-    load(b * 16, lo);
-    load(b * 16 + 8, hi);
+    float v[16];
+    if constexpr (kCompact) {
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {
+        float x[8];
+        load(b * 16 + 8 * h, x);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      v[j] = lo[j];
-      v[8 + j] = hi[j];
-    }
-    nvfp4_block_values(v, gs);
+        for (int j = 0; j < 8; ++j) v[8 * h + j] = x[j];
+      }
+    } else {
+      float lo[8], hi[8];
+      load(b * 16, lo);
+      load(b * 16 + 8, hi);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) {
-      lo[j] = v[j];
-      hi[j] = v[8 + j];
+      for (int j = 0; j < 8; ++j) {
+        v[j] = lo[j];
+        v[8 + j] = hi[j];
+      }
     }
-    store8_operand16(out, op, base + b * 16, lo);
-    store8_operand16(out, op, base + b * 16 + 8, hi);
+    nvfp4_block_values<kCompact>(v, gs);
+    if constexpr (kCompact) {
+#pragma unroll 1
+      for (int h = 0; h < 2; ++h) {
+        float x[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) x[j] = v[8 * h + j];
+        store8_operand16(out, op, base + b * 16 + 8 * h, x);
+      }
+    } else {
+      float lo[8], hi[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        lo[j] = v[j];
+        hi[j] = v[8 + j];
+      }
+      store8_operand16(out, op, base + b * 16, lo);
+      store8_operand16(out, op, base + b * 16 + 8, hi);
+    }
   }
 }
 
