@@ -499,7 +499,10 @@ class CudaBackend final : public BackendImpl {
     // plan must be two kernels back, or that GEMM waits before its first weight loads
     // (offsets_final_at_launch), and the layer measured 1.6-3.4% slower (fp8-channel, Mixtral
     // M = 2; bench/results/2026-11-21-h100-5be2e5d-plan-gather-race-fix).
-    const bool plan_in_gather = gemm1_fused && args.hidden_states.dtype != DType::F8_E4M3 &&
+    // The 4-bit GEMMs wait for the previous kernel before their first load anyway (chain_wait()
+    // first), so for them the plan inside the gather is one launch less at decode sizes
+    // (bench/results/2026-11-22-h100-w4-plan-in-gather).
+    const bool plan_in_gather = (gemm1_fused || w4_) && args.hidden_states.dtype != DType::F8_E4M3 &&
                                 plan_gather_fused_applies(gp, slots);
     g1.offsets_final_at_launch = !plan_in_gather;
 
