@@ -610,6 +610,16 @@ __device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
   return SharedRows{sh.row_slot, sh.rows};
 }
 
+// The same plan alone, for decode-sized calls whose gather does not take it (fp8-block and nvfp4
+// quantisers, or a GEMM1 that loads weights before it waits: the plan must be two kernels back).
+// plan_small_kernel's block-wide count / scan / place took ~7 us at one token, one dependent
+// chain of shared-memory steps; this is one warp's shuffles.
+__global__ void plan_tiny_kernel(SmallPlanArgs a) {
+  chain_wait();
+  __shared__ SmallPlanShared sh;
+  small_plan(a, sh);
+}
+
 __global__ void __launch_bounds__(kVecThreads) plan_gather_vec_kernel(SmallPlanArgs a, GatherParams p) {
   chain_wait();
   __shared__ SmallPlanShared sh;
@@ -643,6 +653,11 @@ int64_t plan_chunks(int64_t slots) { return (slots + kChunk - 1) / kChunk; }
 
 void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                  const PlanBuffers& p, cudaStream_t stream) {
+  if (slots <= kFusedPlanSlots) {  // bench/results/2026-11-22-h100-plan-tiny
+    const SmallPlanArgs a{ids, emap, static_cast<int>(slots), E, num_global, p};
+    launch_chained(plan_tiny_kernel, 1, 128, 0, stream, a);
+    return;
+  }
   if (slots <= kChunk) {
     const int warps = place_warps(E, E + kChunk);
     const size_t smem = (static_cast<size_t>(E) + kChunk + static_cast<size_t>(warps) * E) * sizeof(int32_t);
