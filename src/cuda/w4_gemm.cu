@@ -493,6 +493,12 @@ bool w4_shape_ok(const W4Weights& w, const char** why) {
     *why = "the 4-bit weights must be 16-byte aligned";
     return false;
   }
+  if (w.format != Format::MXFP4 && reinterpret_cast<uintptr_t>(w.scale) % 2 != 0) {
+    // The mma kernel loads a row's two e4m3 16-block scales (nvfp4) or its bf16 group scale
+    // (w4a8) as one 16-bit word.
+    *why = "the nvfp4 / w4a8-int4 weight scales must be 2-byte aligned";
+    return false;
+  }
   if (w.n >= INT32_MAX || w.k >= INT32_MAX) {
     *why = "hidden and intermediate sizes must stay below 2^31";
     return false;

@@ -104,6 +104,29 @@ TEST(W4GpuEdge, SizesTheKernelsCannotTakeAreRefused) {
   expect_refused(make_w4_case(kCases[8], 4, 48, 64, 4, 2, 3), {"multiples of 32"});
 }
 
+// The kernels' alignment needs, checked on the host (no GPU memory involved): 16-byte weights,
+// 2-byte nvfp4 / w4a8 scales (one 16-bit load per row and sub-chunk); mxfp4's 1-byte scales any.
+TEST(W4GpuEdge, MisalignedPointersAreRefused) {
+  alignas(16) static uint8_t buf[64] = {};
+  cuda::W4Weights w;
+  w.n = 64;
+  w.k = 128;
+  w.w = buf;
+  const char* why = "";
+  for (Format f : {Format::NVFP4, Format::W4A8_INT4, Format::MXFP4}) {
+    w.format = f;
+    w.scale = buf + 2;
+    EXPECT_TRUE(cuda::w4_shape_ok(w, &why)) << why;
+    w.scale = buf + 1;
+    EXPECT_EQ(cuda::w4_shape_ok(w, &why), f == Format::MXFP4) << why;
+    if (f != Format::MXFP4) EXPECT_NE(std::string(why).find("2-byte aligned"), std::string::npos) << why;
+  }
+  w.format = Format::MXFP4;
+  w.w = buf + 8;
+  EXPECT_FALSE(cuda::w4_shape_ok(w, &why));
+  EXPECT_NE(std::string(why).find("16-byte aligned"), std::string::npos) << why;
+}
+
 // W4A8 group scales outside fp16's range (a 16-bit decode would multiply int4 by the scale in
 // fp16: subnormal below 2^-14, inf above 8188); the mma and fp8 dequant ways apply them in fp32.
 TEST(W4GpuEdge, W4a8ScalesOutsideFp16Range) {
