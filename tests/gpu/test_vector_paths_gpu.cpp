@@ -107,8 +107,9 @@ DeviceBuffer random_input_scales(int E, std::mt19937& rng) {
 // ---------------------------------------------------------------- routing plan
 
 // Rows are grouped by local expert and ordered by slot inside an expert; slots whose id is out
-// of range or unmapped have no row. E = 3000 leaves room for only a few placing warps; up to 1024
-// slots the block has one warp per 64 slots (1 to 16).
+// of range or unmapped have no row. Up to 32 slots the one-warp plan (plan_tiny_kernel) runs:
+// E = 4 crowds all 32 on a few experts, E = 3000 spreads them. E = 3000 leaves room for only a
+// few placing warps; up to 1024 slots the block has one warp per 64 slots (1 to 16).
 TEST(PlanGpu, RowsByExpertThenSlot) {
   FMOE_REQUIRE_GPU();
   struct P {
@@ -116,7 +117,8 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
     int64_t slots;
     bool mapped;
   };
-  for (const P c : {P{256, 1, false}, P{128, 8, true}, P{256, 64, false}, P{3000, 65, true}, P{8, 37, false},
+  for (const P c : {P{256, 1, false}, P{128, 8, true}, P{4, 32, false}, P{3000, 31, true}, P{256, 33, false},
+                    P{256, 64, false}, P{3000, 65, true}, P{8, 37, false},
                     P{256, 1024, false}, P{256, 1025, true}, P{256, 20000, false},
                     P{3000, 900, true}, P{3000, 20000, false}, P{128, 65536, true}}) {
     SCOPED_TRACE("E=" + std::to_string(c.E) + " slots=" + std::to_string(c.slots) + (c.mapped ? " mapped" : ""));
@@ -147,6 +149,9 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
     for (int e = 0; e < c.E; ++e) offsets[e + 1] = offsets[e] + count[e];
     const auto got_off = download<int32_t>(plan.offsets, c.E + 1);
     ASSERT_EQ(got_off, offsets);
+    std::vector<int32_t> tiles(c.E + 1, 0);  // the SIMT GEMM's first tile of each expert
+    for (int e = 0; e < c.E; ++e) tiles[e + 1] = tiles[e] + (count[e] + cuda::kSimtTileM - 1) / cuda::kSimtTileM;
+    ASSERT_EQ(download<int32_t>(plan.tiles, c.E + 1), tiles);
     const auto slot_row = download<int32_t>(plan.slot_row, c.slots);
     const auto row_slot = download<int32_t>(plan.row_slot, c.slots);
     const auto row_expert = download<int32_t>(plan.row_expert, c.slots);
