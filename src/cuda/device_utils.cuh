@@ -432,13 +432,8 @@ __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
 #pragma unroll
   for (int i = 0; i < 16; ++i) m = fmaxf(m, abs_for_amax(v[i]));
   const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
-  if constexpr (kCompact) {
-#pragma unroll 1
-    for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
-  } else {
-#pragma unroll
-    for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
-  }
+#pragma unroll(kCompact ? 1 : 16)
+  for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
 }
 
 // nvfp4 (W4A4) quantisation of one operand row by 16-wide blocks with 16-byte accesses (cols a
@@ -450,42 +445,20 @@ __device__ __forceinline__ void quantise_nvfp4_row_vec(void* out, Operand op, in
                                                        Load8 load) {
   for (int64_t b = threadIdx.x; b < cols / 16; b += blockDim.x) {
     float v[16];
-    if constexpr (kCompact) {
-#pragma unroll 1
-      for (int h = 0; h < 2; ++h) {
-        float x[8];
-        load(b * 16 + 8 * h, x);
+#pragma unroll(kCompact ? 1 : 2)
+    for (int h = 0; h < 2; ++h) {  // the block's two halves of 8 columns
+      float x[8];
+      load(b * 16 + 8 * h, x);
 #pragma unroll
-        for (int j = 0; j < 8; ++j) v[8 * h + j] = x[j];
-      }
-    } else {
-      float lo[8], hi[8];
-      load(b * 16, lo);
-      load(b * 16 + 8, hi);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        v[j] = lo[j];
-        v[8 + j] = hi[j];
-      }
+      for (int j = 0; j < 8; ++j) v[8 * h + j] = x[j];
     }
     nvfp4_block_values<kCompact>(v, gs);
-    if constexpr (kCompact) {
-#pragma unroll 1
-      for (int h = 0; h < 2; ++h) {
-        float x[8];
+#pragma unroll(kCompact ? 1 : 2)
+    for (int h = 0; h < 2; ++h) {
+      float x[8];
 #pragma unroll
-        for (int j = 0; j < 8; ++j) x[j] = v[8 * h + j];
-        store8_operand16(out, op, base + b * 16 + 8 * h, x);
-      }
-    } else {
-      float lo[8], hi[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        lo[j] = v[j];
-        hi[j] = v[8 + j];
-      }
-      store8_operand16(out, op, base + b * 16, lo);
-      store8_operand16(out, op, base + b * 16 + 8, hi);
+      for (int j = 0; j < 8; ++j) x[j] = v[8 * h + j];
+      store8_operand16(out, op, base + b * 16 + 8 * h, x);
     }
   }
 }
