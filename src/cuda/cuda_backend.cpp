@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -388,7 +389,8 @@ class CudaBackend final : public BackendImpl {
     if (w4_ && w4_dequant_way(slots)) {
       // The decoded copy is only for a GEMM the wgmma kernel cannot take (w4_wgmma.cu).
       if (!w4_wgmma1_ || !w4_wgmma2_) b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
-      if (w4_fp8_) b.w4_unit_scale = static_cast<float*>(take(s * static_cast<size_t>(std::max(K, N) / 128) * 4));
+      if (w4_fp8_ && (!w4_wgmma1_ || !w4_wgmma2_))
+        b.w4_unit_scale = static_cast<float*>(take(s * static_cast<size_t>(std::max(K, N) / 128) * 4));
     }
     *total = off;
     return b;
@@ -539,7 +541,7 @@ class CudaBackend final : public BackendImpl {
       mark(2);
     } else {
       // The W4A8 fp8 way's activation scales (all 1), written once for both GEMMs (the carve's extent).
-      if (w4_ && op_run == Operand::FP8) fill_ones(b.w4_unit_scale, slots * (std::max(K, N) / 128), stream);
+      if (b.w4_unit_scale && op_run == Operand::FP8) fill_ones(b.w4_unit_scale, slots * (std::max(K, N) / 128), stream);
       if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);
       mark(2);
@@ -646,8 +648,11 @@ class CudaBackend final : public BackendImpl {
                               sm90_gemm_shape_ok(op_, K, N, w.w2_weight.data));
     // MXFP4 / NVFP4 at large batches: the wgmma kernel decodes in its mainloop (no decoded copy)
     // where the GEMM's k is a multiple of 64; a GEMM it cannot take decodes chunk by chunk.
-    w4_wgmma1_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(true));
-    w4_wgmma2_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(false));
+    // W4A8 (on the fp8 way) likewise decodes to e4m3 inside an fp8 wgmma mainloop (w4a8_wgmma.cu).
+    const bool ab_no_a8 = std::getenv("FMOE_W4A8_NO_WGMMA") != nullptr;  // AB-TEMP
+    auto wgmma_ok = [&](const W4Weights& w) { return w4_wgmma_shape_ok(w) || (!ab_no_a8 && w4_fp8_ && w4a8_wgmma_shape_ok(w)); };
+    w4_wgmma1_ = w4_cutlass_ && wgmma_ok(w4_weights(true));
+    w4_wgmma2_ = w4_cutlass_ && wgmma_ok(w4_weights(false));
     const int E = static_cast<int>(shape_.num_experts);
     const size_t weights = static_cast<size_t>(std::max(R * K, K * N));
     w4_expert_bytes_ = w4_fp8_ ? weights + weights / 128 * 4 : weights * 2;
@@ -673,7 +678,8 @@ class CudaBackend final : public BackendImpl {
   }
 
   bool w4_dequant_way(int64_t slots) const {
-    const int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? kW4WgmmaMinRowsPerExpert : kW4DequantMinRowsPerExpert;
+    int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? kW4WgmmaMinRowsPerExpert : kW4DequantMinRowsPerExpert;
+    if (const char* ab = std::getenv("FMOE_W4_MINROWS")) min_rows = std::atoll(ab);  // AB-TEMP
     return w4_cutlass_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
   }
 
@@ -685,7 +691,11 @@ class CudaBackend final : public BackendImpl {
       return;
     }
     if (gemm1 ? w4_wgmma1_ : w4_wgmma2_) {
-      w4_wgmma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
+      if (w.format == Format::W4A8_INT4)
+        w4a8_wgmma_grouped_gemm(w, static_cast<const uint8_t*>(g.a), static_cast<float*>(g.d), g.groups,
+                                g.expert_offsets, g.max_rows, stream);
+      else
+        w4_wgmma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     const int E = g.groups, chunk = static_cast<int>(w4_chunk_experts_);

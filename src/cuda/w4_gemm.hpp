@@ -85,6 +85,12 @@ inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4D
 bool w4_wgmma_shape_ok(const W4Weights& w);
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                            int64_t max_rows, cudaStream_t stream);
+// W4A8 at many tokens per expert (w4a8_wgmma.cu): int4 decoded to e4m3 inside an fp8 wgmma
+// mainloop, the group scale on each 128-wide partial sum (the numerics of the other two ways).
+// a: [rows, k] e4m3 codes (the fp8 operand of the large-batch way).
+bool w4a8_wgmma_shape_ok(const W4Weights& w);
+void w4a8_wgmma_grouped_gemm(const W4Weights& w, const uint8_t* a, float* d, int groups, const int32_t* expert_offsets,
+                             int64_t max_rows, cudaStream_t stream);
 // Bytes of decoded weights kept at once by the dequant way (a whole number of experts, >= 1).
 constexpr size_t kW4DequantBudget = size_t(512) << 20;
 

@@ -32,12 +32,14 @@
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_decode.cuh"
 #include "cuda/w4_gemm.hpp"
+#include "cuda/wgmma_util.cuh"
 #include "fusedmoe/error.hpp"
 
 namespace fusedmoe::cuda {
 namespace {
 
 using namespace w4;
+using namespace wg;
 
 constexpr int kThreads = 256;   // two warpgroups (also the 256 entries of the scale table, one per thread)
 constexpr int kRowsPerCta = 128;  // weight rows (64 per warpgroup)
@@ -61,31 +63,6 @@ struct Params {
   const int32_t* offsets;
   bool swizzled;
 };
-
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
-}
-// cp.async writes through the generic proxy; wgmma reads shared memory through the async proxy.
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
-__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void wgmma_wait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(N) : "memory");
-}
-
-// Shared-memory matrix descriptor of a K-major bf16 tile with 128-byte rows in the 128-byte
-// swizzle (8-row groups 1024 bytes apart; the tile starts 1024-byte aligned, the k16 step adds
-// 32 bytes to the start address).
-__device__ __forceinline__ uint64_t smem_desc(uint32_t addr) {
-  return static_cast<uint64_t>((addr & 0x3FFFF) >> 4) | (static_cast<uint64_t>(1) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (static_cast<uint64_t>(1) << 62);
-}
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
 __device__ __forceinline__ void wgmma_m64n128k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
@@ -117,17 +94,6 @@ __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[64], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
-template <int N>
-__device__ __forceinline__ void fence_operand(float (&d)[N]) {
-#pragma unroll
-  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(d[i])::"memory");
-}
-
-__device__ __forceinline__ void fence_regs(uint32_t (&r)[4]) {
-#pragma unroll
-  for (int i = 0; i < 4; ++i) asm volatile("" : "+r"(r[i])::"memory");
-}
-
 // One half of the token tile: N = 32, 64 or 128 tokens (the fewest that hold its rows), so a
 // half with a few rows costs a small wgmma, not a full one. N is a template argument: the CTA
 // picks its mainloop instance once (w4_wgmma_kernel), so no k16 step branches on it (with a
@@ -141,45 +107,6 @@ __device__ __forceinline__ void wgmma_half(float (&d)[64], const uint32_t (&a)[4
 template <int V>
 using IntC = std::integral_constant<int, V>;
 __device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows > 32 ? 64 : 32); }
-
-// The a-th token tile (TM rows) over the experts that have rows, in expert order: its expert and
-// tile index inside the expert, or e = -1 past the last tile. Block-wide (every thread calls it):
-// kThreads experts per step, tile counts prefix-summed across the block.
-__device__ __forceinline__ void find_tile(const int32_t* offsets, int groups, int a, int& e_out, int& tile_out) {
-  __shared__ int warp_sums[kThreads / 32];
-  __shared__ int found_e, found_tile;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-  if (threadIdx.x == 0) found_e = -1;
-  int seen = 0;
-  for (int base = 0; base < groups; base += kThreads) {
-    const int e = base + static_cast<int>(threadIdx.x);
-    const int tiles = e < groups ? (__ldcg(offsets + e + 1) - __ldcg(offsets + e) + TM - 1) / TM : 0;
-    int incl = tiles;
-#pragma unroll
-    for (int d = 1; d < 32; d *= 2) {
-      const int y = __shfl_up_sync(0xffffffffu, incl, d);
-      if (lane >= d) incl += y;
-    }
-    if (lane == 31) warp_sums[warp] = incl;
-    __syncthreads();
-    int before = seen, total = seen;
-#pragma unroll
-    for (int w = 0; w < kThreads / 32; ++w) {
-      if (w < warp) before += warp_sums[w];
-      total += warp_sums[w];
-    }
-    const int first = before + incl - tiles;
-    if (tiles > 0 && a >= first && a < first + tiles) {
-      found_e = e;
-      found_tile = a - first;
-    }
-    __syncthreads();
-    if (total > a) break;  // uniform
-    seen = total;
-  }
-  e_out = found_e;
-  tile_out = found_tile;
-}
 
 // Byte `t` of `word` (two e2m1 codes) -> bf16x2 bits of value x 2^-126 (low code in the low half).
 __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel) {
@@ -197,7 +124,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   constexpr int S = kStages;
   extern __shared__ uint8_t smem_raw[];
   int e, tile;
-  find_tile(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
+  find_tile<kThreads, TM>(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
   if (e < 0) return;
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t sb_addr = (raw_addr + 1023u) & ~1023u;          // activation tiles (1024-aligned)
