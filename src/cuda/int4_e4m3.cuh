@@ -1,6 +1,7 @@
 #pragma once
-// Eight packed int4 weights -> their e4m3 codes, with byte permutes only (w4a8_wgmma.cu). Every
-// int4 value -8..7 is exact in e4m3, so the fp8 tensor cores multiply the checkpoint's integers.
+// Eight packed int4 weights -> their fp8 codes (w4a8_wgmma.cu): e4m3 with byte permutes only, or
+// e5m2 through fp16 arithmetic (below). Every int4 value -8..7 is exact in both, so the fp8
+// tensor cores multiply the checkpoint's integers.
 //
 // Host and device: on the device prmt is the PTX instruction, on the host an emulation of it, so
 // a CPU test (tests/cpu/test_int4_e4m3.cpp) checks the mapping for every input word.
@@ -62,6 +63,75 @@ FMOE_HD Codes int4x8_to_e4m3(uint32_t x) {
   const uint32_t m_lo = prmt(prmt(y, x, 0x5140u), 0u, 0xBA98u);
   const uint32_t m_hi = prmt(prmt(y, x, 0x7362u), 0u, 0xBA98u);
   return {(q_lo & m_lo) | (p_lo & ~m_lo), (q_hi & m_hi) | (p_hi & ~m_hi)};
+}
+
+
+// ---- int4 -> e5m2 through fp16 arithmetic (the fp8 wgmma takes e5m2 x e4m3) ----
+// Hopper issues the permutes and logic ops above on its half-rate integer pipe, which bounds the
+// decode; this way moves half the work to the fp16 (FMA) pipe. A nibble u = q + 8 placed in the
+// mantissa of fp16 1024 (bits 0..3: 1024 + u; bits 4..7: 1024 + 16 u) gives q after one exact
+// fp16 add (- 1032) or fma (x 1/16 - 72); every q in -8..7 is an fp16 value whose mantissa has at
+// most 2 bits after the leading one, so its e5m2 code is the fp16's high byte, exactly.
+
+#if !defined(__CUDA_ARCH__)
+namespace host {
+inline float half_to_float(uint32_t h) {  // normal and zero fp16 only (all that arises here)
+  const uint32_t e = (h >> 10) & 0x1Fu, m = h & 0x3FFu;
+  const float mag = e == 0 ? static_cast<float>(m) * 0x1p-24f : (1.0f + static_cast<float>(m) / 1024.0f) * static_cast<float>(1u << e) * 0x1p-15f;
+  return (h & 0x8000u) ? -mag : mag;
+}
+inline uint32_t float_to_half_exact(float f) {  // f exactly representable as a normal fp16 or zero
+  if (f == 0.0f) return 0;
+  uint32_t sign = f < 0 ? 0x8000u : 0u;
+  float a = f < 0 ? -f : f;
+  int e = 0;
+  while (a >= 2.0f) { a /= 2.0f; ++e; }
+  while (a < 1.0f) { a *= 2.0f; --e; }
+  return sign | (static_cast<uint32_t>(e + 15) << 10) | static_cast<uint32_t>((a - 1.0f) * 1024.0f);
+}
+}  // namespace host
+#endif
+
+// fp16x2 a + b and a x b + c (the results here are small integers: exact either way).
+FMOE_HD uint32_t h2_add(uint32_t a, uint32_t b) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("add.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+  return r;
+#else
+  const uint32_t lo = host::float_to_half_exact(host::half_to_float(a & 0xFFFFu) + host::half_to_float(b & 0xFFFFu));
+  const uint32_t hi = host::float_to_half_exact(host::half_to_float(a >> 16) + host::half_to_float(b >> 16));
+  return lo | (hi << 16);
+#endif
+}
+FMOE_HD uint32_t h2_fma(uint32_t a, uint32_t b, uint32_t c) {
+#if defined(__CUDA_ARCH__)
+  uint32_t r;
+  asm("fma.rn.f16x2 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(c));
+  return r;
+#else
+  auto one = [](uint32_t x, uint32_t y, uint32_t z) {
+    return host::float_to_half_exact(host::half_to_float(x) * host::half_to_float(y) + host::half_to_float(z));
+  };
+  return one(a & 0xFFFFu, b & 0xFFFFu, c & 0xFFFFu) | (one(a >> 16, b >> 16, c >> 16) << 16);
+#endif
+}
+
+// x: eight int4 values, value i in bits 4i..4i+3; to_biased: the xor that makes them q + 8
+// (0x88888888 for two's complement q, 0 for values stored as q + 8). Returns the e5m2 codes of
+// nibbles 0..3 and 4..7.
+FMOE_HD Codes int4x8_to_e5m2(uint32_t x, uint32_t to_biased) {
+  const uint32_t ca = 0x64006400u ^ (to_biased & 0x000F000Fu), cb = 0x64006400u ^ (to_biased & 0x00F000F0u);
+  const uint32_t y = x >> 8;
+  const uint32_t a = (x & 0x000F000Fu) ^ ca;  // fp16 1024 + u of nibbles 0 and 4
+  const uint32_t b = (x & 0x00F000F0u) ^ cb;  // 1024 + 16 u of nibbles 1 and 5
+  const uint32_t c = (y & 0x000F000Fu) ^ ca;  // nibbles 2 and 6
+  const uint32_t d = (y & 0x00F000F0u) ^ cb;  // nibbles 3 and 7
+  constexpr uint32_t kMinus1032 = 0xE408E408u, kSixteenth = 0x2C002C00u, kMinus72 = 0xD480D480u;
+  const uint32_t qa = h2_add(a, kMinus1032), qc = h2_add(c, kMinus1032);
+  const uint32_t qb = h2_fma(b, kSixteenth, kMinus72), qd = h2_fma(d, kSixteenth, kMinus72);
+  const uint32_t ab = prmt(qa, qb, 0x7351u), cd = prmt(qc, qd, 0x7351u);  // codes 0 1 4 5 / 2 3 6 7
+  return {prmt(ab, cd, 0x5410u), prmt(ab, cd, 0x7632u)};
 }
 
 }  // namespace fusedmoe::cuda::int4e4m3

@@ -4,6 +4,7 @@
 // selectors first, so a wrong emulation cannot make a wrong decode pass.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdint>
 
 #include "cuda/int4_e4m3.cuh"
@@ -13,6 +14,7 @@ namespace fusedmoe {
 namespace {
 
 using cuda::int4e4m3::int4x8_to_e4m3;
+using cuda::int4e4m3::int4x8_to_e5m2;
 using cuda::int4e4m3::prmt;
 
 TEST(Int4E4m3, PrmtEmulation) {
@@ -44,6 +46,30 @@ TEST(Int4E4m3, EveryHalfWord) {
       ASSERT_EQ(e4m3_to_float(static_cast<uint8_t>(got)), static_cast<float>(v));
     }
   }
+}
+
+float e5m2_to_float(uint32_t b) {  // finite codes
+  const int e = static_cast<int>((b >> 2) & 0x1Fu), m = static_cast<int>(b & 3u);
+  const float mag = e == 0 ? std::ldexp(static_cast<float>(m) / 4.0f, -14) : std::ldexp(1.0f + static_cast<float>(m) / 4.0f, e - 15);
+  return (b & 0x80u) ? -mag : mag;
+}
+
+// The fp16 route: both storage forms (two's complement and q + 8), every half-word pattern.
+TEST(Int4E4m3, E5m2EveryHalfWord) {
+  EXPECT_EQ(e5m2_to_float(0x3C), 1.0f);  // the reference decode itself
+  EXPECT_EQ(e5m2_to_float(0xC7), -7.0f);
+  for (bool uint4b8 : {false, true})
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const uint32_t x = h | (((h * 40503u) & 0xFFFFu) << 16);
+      const auto c = int4x8_to_e5m2(x, uint4b8 ? 0u : 0x88888888u);
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t got = ((i < 4 ? c.lo : c.hi) >> (8 * (i & 3))) & 0xFFu;
+        const int raw = static_cast<int>((x >> (4 * i)) & 0xFu);
+        const int v = uint4b8 ? raw - 8 : int4_value(x, i);
+        ASSERT_EQ(e5m2_to_float(got), static_cast<float>(v))
+            << (uint4b8 ? "uint4b8" : "int4") << " word " << std::hex << x << " value " << std::dec << i << " code " << got;
+      }
+    }
 }
 
 }  // namespace
