@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -649,8 +648,7 @@ class CudaBackend final : public BackendImpl {
     // MXFP4 / NVFP4 at large batches: the wgmma kernel decodes in its mainloop (no decoded copy)
     // where the GEMM's k is a multiple of 64; a GEMM it cannot take decodes chunk by chunk.
     // W4A8 (on the fp8 way) likewise decodes to e4m3 inside an fp8 wgmma mainloop (w4a8_wgmma.cu).
-    const bool ab_no_a8 = std::getenv("FMOE_W4A8_NO_WGMMA") != nullptr;  // AB-TEMP
-    auto wgmma_ok = [&](const W4Weights& w) { return w4_wgmma_shape_ok(w) || (!ab_no_a8 && w4_fp8_ && w4a8_wgmma_shape_ok(w)); };
+    auto wgmma_ok = [&](const W4Weights& w) { return w4_wgmma_shape_ok(w) || (w4_fp8_ && w4a8_wgmma_shape_ok(w)); };
     w4_wgmma1_ = w4_cutlass_ && wgmma_ok(w4_weights(true));
     w4_wgmma2_ = w4_cutlass_ && wgmma_ok(w4_weights(false));
     const int E = static_cast<int>(shape_.num_experts);
@@ -678,8 +676,7 @@ class CudaBackend final : public BackendImpl {
   }
 
   bool w4_dequant_way(int64_t slots) const {
-    int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? kW4WgmmaMinRowsPerExpert : kW4DequantMinRowsPerExpert;
-    if (const char* ab = std::getenv("FMOE_W4_MINROWS")) min_rows = std::atoll(ab);  // AB-TEMP
+    const int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? kW4WgmmaMinRowsPerExpert : kW4DequantMinRowsPerExpert;
     return w4_cutlass_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
   }
 

@@ -17,7 +17,10 @@
 //            (weights on the MMA's M side, tokens on N); fp32 sums in a fixed order.
 //   wgmma    (large batches, MXFP4 / NVFP4 with k % 64 == 0; w4_wgmma.cu) the weights are decoded
 //            inside a wgmma mainloop, each packed byte read once per token tile of up to 256 rows.
-//   dequant  (large batches otherwise) a chunk of experts' weights is decoded to a 16-bit buffer in the
+//            W4A8 (w4a8_wgmma.cu): int4 decoded to e5m2 inside an fp8 wgmma mainloop on e4m3
+//            activation codes, the group scale on each 128-wide partial sum, token tiles of 160.
+//   dequant  (large batches otherwise: a GEMM no wgmma kernel takes, or builds without the fp8
+//            groupwise GEMM for W4A8) a chunk of experts' weights is decoded to a 16-bit buffer in the
 //            workspace, then the SM90 CUTLASS bf16 / fp16 grouped GEMM runs on it; chunk after
 //            chunk, so the buffer stays bounded (kW4DequantBudget).
 //            W4A8 decodes to e4m3 codes instead (one byte per weight; int4 is exact in e4m3) plus

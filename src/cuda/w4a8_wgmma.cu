@@ -1,29 +1,36 @@
 // W4A8 grouped GEMM on Hopper's fp8 wgmma for many tokens per expert: int4 weights decoded to
-// e4m3 codes inside the mainloop (int4 is exact in e4m3; int4_e4m3.cuh), e4m3 activation codes
+// e5m2 codes inside the mainloop (int4 is exact in e5m2; int4_e4m3.cuh), e4m3 activation codes
 // (the per-token scale is applied by the next stage, as on the other ways), fp32 sums. Replaces
 // the dequant way for W4A8 (decode every hit expert to an e4m3 copy in the workspace, then the
 // CUTLASS groupwise GEMM on it: 2.5 bytes of traffic per weight before the GEMM reads it).
 //
 // Numerics are the other W4A8 ways' (w4_gemm.hpp): one 128-wide scale group per stage, its
 // products summed by the tensor cores into fp32 partial sums that start from zero, then
-// acc = fma(partial, group scale, acc) per weight row, group after group in k order.
+// acc = fma(partial, group scale, acc) per weight row, group after group in k order. (The fp8
+// tensor cores add a k32 step's products with a short fraction, as in every fp8 GEMM: the reason
+// for promoting each group to fp32 registers.)
 //
 // Tile: swap-AB as w4_wgmma.cu - the CTA owns 128 weight rows (the wgmma M side) and up to 160
 // tokens of one expert (wgmma N = 32 .. 160, the fewest multiple of 32 that holds the tile's rows,
 // one instance per width). 160 rather than 256: a consumer thread holds the running sums and one
 // group's partial sums, 2 x N / 2 registers.
-// Warp-specialised, three warpgroups:
-//   producer (warpgroup 0, 56 registers): cp.async copies of stage s + kStages - 1 (activations
-//     into the 128-byte swizzle wgmma reads, packed weights), and the decode of stage s: each
-//     thread one weight row, 64 packed bytes -> 128 e4m3 codes stored as the A tile in the same
-//     swizzle; then it signals the stage full.
-//   consumers (warpgroups 1 and 2, 64 weight rows each, 224 registers): wait for the stage, four
+// Warp-specialised, four warpgroups:
+//   producers (warpgroups 0 and 1, 64 registers): cp.async copies of stage s + kStages - 1
+//     (activations into the 128-byte swizzle wgmma reads, packed weights), and the decode of
+//     stage s: each thread half a weight row, 32 packed bytes -> 64 e5m2 codes stored as the A
+//     tile in the same swizzle; then they signal the stage full.
+//   consumers (warpgroups 2 and 3, 64 weight rows each, 184 registers): wait for the stage, four
 //     k32 wgmmas with both operands in shared memory into the partial sums, wait for them, release
-//     the stage to the producer, fold the partial sums in with the group scale.
-// The first version had both warpgroups decode into A registers and copy (bench/results/
-// 2026-11-22-h100-w4a8-wgmma v1): 378 instructions per warp and stage, 45% issue, the tensor
-// pipe mostly idle. Stage hand-off uses named barriers (full: producer arrives, consumers wait;
-// empty: the reverse), one pair per ring slot.
+//     the stage to the producers, fold the partial sums in with the group scale.
+// Stage hand-off uses named barriers (full: producers arrive, consumers wait; empty: the
+// reverse), one pair per ring slot.
+// Measured on the way (H100, bench/results/2026-11-22-h100-w4a8-wgmma): the first version had both
+// warpgroups decode int4 -> e4m3 (byte permutes only) into A registers and copy: 378 instructions
+// per warp and stage, 45% issue. One producer warpgroup was slower (it alone decoded); two were
+// even; the e5m2 decode (fp16 adds instead of permutes on the half-rate integer pipe) made this
+// version 0.92-0.98x the first. What bounds it now is mostly L2: the activation tile is re-read
+// by each CTA of a token tile (n / 128 of them); the copies and hand-offs alone, without decode
+// or wgmma, take 78% of the kernel's time (v4-diagnostics there).
 #include <cuda_runtime.h>
 
 #include <algorithm>
