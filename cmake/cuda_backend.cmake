@@ -4,14 +4,14 @@
 # instances live two or three per file (sm90_grouped_gemm_<family>.cu, and the bf16-D ones in
 # sm90_grouped_gemm_<family>_d16.cu) because each costs about a
 # minute and several GB of compiler memory; FUSEDMOE_SKIP_GPU_FORMATS leaves families out
-# (bf16, fp16, fp8 = fp8-tensor/fp8-channel, fp8_blockwise = fp8-block, fp8_groupwise = the
-# large-batch GEMM of w4a8-int4, which then runs its mma kernel at every batch size)
-# (their formats are then refused by can_implement() with a reason naming the option).
+# (bf16, fp16, fp8 = fp8-tensor/fp8-channel, fp8_blockwise = fp8-block; their formats are then
+# refused by can_implement() with a reason naming the option). The 4-bit formats' own kernels
+# (w4_gemm.cu, w4_wgmma.cu, w4a8_wgmma.cu) are always built.
 
 file(GLOB FUSEDMOE_CUDA_SOURCES CONFIGURE_DEPENDS
      ${PROJECT_SOURCE_DIR}/src/cuda/*.cu ${PROJECT_SOURCE_DIR}/src/cuda/*.cpp)
 
-set(_fusedmoe_gpu_families bf16 fp16 fp8 fp8_blockwise fp8_groupwise)
+set(_fusedmoe_gpu_families bf16 fp16 fp8 fp8_blockwise)
 foreach(_family IN LISTS FUSEDMOE_SKIP_GPU_FORMATS)
   if(NOT _family IN_LIST _fusedmoe_gpu_families)
     message(FATAL_ERROR "FUSEDMOE_SKIP_GPU_FORMATS: unknown kernel family '${_family}' "

@@ -70,7 +70,6 @@ struct Buffers {
   float* amax2 = nullptr;
   void* gemm_ws = nullptr;       // shared by both GEMMs (they run one after the other)
   void* w4_decoded = nullptr;    // 4-bit formats, dequant way: decoded weights of a chunk of experts
-  float* w4_unit_scale = nullptr;  // W4A8 fp8 dequant way: the groupwise GEMM's activation scales (1)
 };
 
 bool is_w4_format(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || f == Format::NVFP4; }
@@ -388,8 +387,6 @@ class CudaBackend final : public BackendImpl {
     if (w4_ && w4_dequant_way(slots)) {
       // The decoded copy is only for a GEMM the wgmma kernel cannot take (w4_wgmma.cu).
       if (!w4_wgmma1_ || !w4_wgmma2_) b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
-      if (w4_fp8_ && (!w4_wgmma1_ || !w4_wgmma2_))
-        b.w4_unit_scale = static_cast<float*>(take(s * static_cast<size_t>(std::max(K, N) / 128) * 4));
     }
     *total = off;
     return b;
@@ -425,8 +422,8 @@ class CudaBackend final : public BackendImpl {
     gp.rows = rows;
     gp.M = M;
     gp.slot_row = b.plan.slot_row;
-    // W4A8 at large batches (the fp8 dequant way) multiplies e4m3 codes on the fp8 tensor cores;
-    // its mma way (and the other 4-bit formats) take them as 16-bit values.
+    // W4A8 at large batches (its wgmma kernel) multiplies e4m3 codes on the fp8 tensor cores; its
+    // mma way (and the other 4-bit formats) take them as 16-bit values.
     const Operand op_run = w4_fp8_ && w4_dequant_way(slots) ? Operand::FP8 : op_;
     gp.out = b.a1;
     gp.op = op_run;
@@ -540,7 +537,6 @@ class CudaBackend final : public BackendImpl {
       mark(2);
     } else {
       // The W4A8 fp8 way's activation scales (all 1), written once for both GEMMs (the carve's extent).
-      if (b.w4_unit_scale && op_run == Operand::FP8) fill_ones(b.w4_unit_scale, slots * (std::max(K, N) / 128), stream);
       if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);
       mark(2);
@@ -634,31 +630,27 @@ class CudaBackend final : public BackendImpl {
                        std::to_string(shape_.inter) + "); the CPU backend runs it";
       return;
     }
-    // The dequant way needs an SM90 GEMM: for W4A8 the fp8 groupwise one (e4m3 codes, one byte
-    // per weight), else (and for W4A8 builds without it) the 16-bit one. Without either
-    // (FUSEDMOE_SKIP_GPU_FORMATS) every batch size runs the mma kernel (correct, slower at large
-    // batches). The decoded buffer of an expert holds the larger of its two weight matrices
-    // (and for the fp8 way, after the chunk's codes, its fp32 group scales).
+    // Large batches: W4A8 runs the fp8 wgmma kernel (w4a8_wgmma.cu; no CUTLASS) for both GEMMs,
+    // on e4m3 activation codes. MXFP4 / NVFP4 run the bf16 wgmma kernel (w4_wgmma.cu) where the
+    // GEMM's k is a multiple of 64, else decode chunk by chunk of experts to bf16 and run the SM90
+    // bf16 GEMM; without that GEMM (FUSEDMOE_SKIP_GPU_FORMATS) every batch size runs the mma kernel
+    // (correct, slower at large batches). The decoded buffer of an expert holds the larger of its
+    // two weight matrices.
     const int64_t R = shape_.w13_rows, K = shape_.hidden, N = shape_.inter;
-    w4_fp8_ = c.format == Format::W4A8_INT4 && sm90_fp8_groupwise_built() &&
-              sm90_gemm_shape_ok(Operand::FP8, R, K, w.w13_weight.data) &&
-              sm90_gemm_shape_ok(Operand::FP8, K, N, w.w2_weight.data);
-    w4_cutlass_ = w4_fp8_ || (sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, R, K, w.w13_weight.data) &&
-                              sm90_gemm_shape_ok(op_, K, N, w.w2_weight.data));
-    // MXFP4 / NVFP4 at large batches: the wgmma kernel decodes in its mainloop (no decoded copy)
-    // where the GEMM's k is a multiple of 64; a GEMM it cannot take decodes chunk by chunk.
-    // W4A8 (on the fp8 way) likewise decodes to e4m3 inside an fp8 wgmma mainloop (w4a8_wgmma.cu).
-    auto wgmma_ok = [&](const W4Weights& w) { return w4_wgmma_shape_ok(w) || (w4_fp8_ && w4a8_wgmma_shape_ok(w)); };
-    w4_wgmma1_ = w4_cutlass_ && wgmma_ok(w4_weights(true));
-    w4_wgmma2_ = w4_cutlass_ && wgmma_ok(w4_weights(false));
+    if (c.format == Format::W4A8_INT4) {
+      w4_fp8_ = w4a8_wgmma_shape_ok(w4_weights(true)) && w4a8_wgmma_shape_ok(w4_weights(false));
+      w4_cutlass_ = w4_wgmma1_ = w4_wgmma2_ = w4_fp8_;
+      return;
+    }
+    w4_cutlass_ = sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, R, K, w.w13_weight.data) &&
+                  sm90_gemm_shape_ok(op_, K, N, w.w2_weight.data);
+    w4_wgmma1_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(true));
+    w4_wgmma2_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(false));
     const int E = static_cast<int>(shape_.num_experts);
-    const size_t weights = static_cast<size_t>(std::max(R * K, K * N));
-    w4_expert_bytes_ = w4_fp8_ ? weights + weights / 128 * 4 : weights * 2;
+    w4_expert_bytes_ = static_cast<size_t>(std::max(R * K, K * N)) * 2;
     w4_chunk_experts_ = std::clamp<size_t>(kW4DequantBudget / w4_expert_bytes_, 1, static_cast<size_t>(E));
     if (w4_cutlass_)
-      gemm_ws_bytes_ = grouped_gemm_workspace_bytes(w4_fp8_ ? Operand::FP8 : op_,
-                                                    w4_fp8_ ? GemmPath::SM90_FP8_GROUPWISE : GemmPath::SM90_TMA,
-                                                    static_cast<int>(w4_chunk_experts_), sm_count_);
+      gemm_ws_bytes_ = grouped_gemm_workspace_bytes(op_, GemmPath::SM90_TMA, static_cast<int>(w4_chunk_experts_), sm_count_);
   }
 
   W4Weights w4_weights(bool gemm1) const {
@@ -680,7 +672,8 @@ class CudaBackend final : public BackendImpl {
     return w4_cutlass_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
   }
 
-  // One 4-bit GEMM: the mma kernel, or chunk by chunk of experts: decode, then the SM90 GEMM.
+  // One 4-bit GEMM: the mma kernel, a wgmma kernel, or chunk by chunk of experts: decode, then the
+  // SM90 GEMM.
   void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
     const W4Weights w = w4_weights(gemm1);
     if (!w4_dequant_way(g.max_rows)) {
@@ -695,34 +688,22 @@ class CudaBackend final : public BackendImpl {
         w4_wgmma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
+    // MXFP4 / NVFP4 GEMMs the wgmma kernel cannot take: decode a chunk of experts, then the GEMM.
     const int E = g.groups, chunk = static_cast<int>(w4_chunk_experts_);
-    // fp8 way: codes of the chunk, then its group scales (w4_expert_bytes_ per expert in all);
-    // the activation scales (b.w4_unit_scale) were set to 1 by run_stages.
-    uint8_t* codes = static_cast<uint8_t*>(b.w4_decoded);
-    float* scales = reinterpret_cast<float*>(codes + static_cast<size_t>(chunk) * w.n * w.k);
     for (int e0 = 0; e0 < E; e0 += chunk) {
       const int count = std::min(chunk, E - e0);
       GroupedGemmArgs c = g;
       c.groups = count;
       c.expert_offsets = g.expert_offsets + e0;
-      if (w4_fp8_) {
-        w4a8_decode_fp8(w, e0, count, g.expert_offsets, codes, scales, stream);
-        c.op = Operand::FP8;
-        c.b = codes;
-        c.a_scale = b.w4_unit_scale;
-        c.b_scale = scales;
-        run_grouped_gemm(c, GemmPath::SM90_FP8_GROUPWISE, stream);
-      } else {
-        w4_dequantize_weights(w, e0, count, g.expert_offsets, b.w4_decoded, stream);
-        c.b = b.w4_decoded;
-        run_grouped_gemm(c, GemmPath::SM90_TMA, stream);
-      }
+      w4_dequantize_weights(w, e0, count, g.expert_offsets, b.w4_decoded, stream);
+      c.b = b.w4_decoded;
+      run_grouped_gemm(c, GemmPath::SM90_TMA, stream);
     }
   }
 
   bool w4_ = false;
   bool w4_cutlass_ = false;
-  bool w4_fp8_ = false;  // W4A8's dequant way decodes to e4m3 and runs the fp8 groupwise GEMM
+  bool w4_fp8_ = false;  // W4A8's large batches: the fp8 wgmma kernel on e4m3 activation codes
   bool w4_wgmma1_ = false, w4_wgmma2_ = false;  // GEMM1 / GEMM2 large batches on the wgmma kernel
   size_t w4_expert_bytes_ = 0, w4_chunk_experts_ = 0;
 

@@ -13,7 +13,6 @@ const char* gemm_path_name(GemmPath p) {
   switch (p) {
     case GemmPath::SM90_TMA: return "sm90-tma";
     case GemmPath::SM90_FP8_BLOCK: return "sm90-fp8-blockwise";
-    case GemmPath::SM90_FP8_GROUPWISE: return "sm90-fp8-groupwise";
     default: return "simt";
   }
 }
@@ -27,13 +26,6 @@ void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs&, cudaStream_t) {
 size_t sm90_grouped_gemm_fp8_blockwise_d16_workspace(int, int) { return 0; }
 void sm90_grouped_gemm_fp8_blockwise_d16(const GroupedGemmArgs&, cudaStream_t) {
   throw Error("grouped GEMM: the fp8 blockwise instances were left out of this build");
-}
-#endif
-#ifdef FUSEDMOE_SKIP_GPU_FP8_GROUPWISE
-bool sm90_fp8_groupwise_built() { return false; }
-size_t sm90_grouped_gemm_fp8_groupwise_workspace(int, int) { return 0; }
-void sm90_grouped_gemm_fp8_groupwise(const GroupedGemmArgs&, cudaStream_t) {
-  throw Error("grouped GEMM: the fp8 groupwise instance was left out of this build");
 }
 #endif
 
@@ -79,7 +71,6 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
   if (path == GemmPath::SM90_FP8_BLOCK)
     return std::max(sm90_grouped_gemm_fp8_blockwise_workspace(groups, sm_count),
                     sm90_grouped_gemm_fp8_blockwise_d16_workspace(groups, sm_count));
-  if (path == GemmPath::SM90_FP8_GROUPWISE) return sm90_grouped_gemm_fp8_groupwise_workspace(groups, sm_count);
   switch (op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16:
@@ -119,10 +110,6 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
     if (small_m_takes(args, path)) small_m_grouped_gemm(args, stream, true);
     else if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_blockwise_d16(args, stream);
     else sm90_grouped_gemm_fp8_blockwise(args, stream);
-    return;
-  }
-  if (path == GemmPath::SM90_FP8_GROUPWISE) {
-    sm90_grouped_gemm_fp8_groupwise(args, stream);
     return;
   }
   if (small_m_takes(args, path)) {

@@ -13,8 +13,6 @@
 //   SM90_FP8_BLOCK  CUTLASS ptr-array grouped GEMM with blockwise-scaled fp8 operands (fp8-block:
 //             DeepSeek-V3 1x128 activation / 128x128 weight scales promoted per 128-wide K block
 //             inside the mainloop; D is the dequantised fp32 result), sm90_grouped_gemm_fp8_blockwise.cu.
-//   SM90_FP8_GROUPWISE  the same collective with weight scales per row and 128-wide K group (W4A8
-//             at large batches: decoded int4 codes x their group scales), sm90_grouped_gemm_fp8_groupwise.cu.
 //   SIMT      a plain fp32 FMA tiled kernel (simt_grouped_gemm.cu): the FP32 format, and the
 //             fallback for shapes TMA cannot address (k or n not a multiple of 16 bytes).
 #include <cuda_runtime.h>
@@ -26,7 +24,7 @@
 
 namespace fusedmoe::cuda {
 
-enum class GemmPath : uint8_t { SM90_TMA, SIMT, SM90_FP8_BLOCK, SM90_FP8_GROUPWISE };
+enum class GemmPath : uint8_t { SM90_TMA, SIMT, SM90_FP8_BLOCK };
 
 struct GroupedGemmArgs {
   Operand op = Operand::BF16;
@@ -53,7 +51,6 @@ struct GroupedGemmArgs {
   //            the ceil(k/128) * rows_g floats from a_scale + row0 * ceil(k/128), column-major
   //            [ceil(k/128), rows_g] (fp8_block_scale_index in device_utils.cuh).
   //   b_scale: weight scales [groups, n/128, k/128] row-major (as the layer stores them).
-  // SM90_FP8_GROUPWISE: a_scale as above; b_scale [groups, n, k/128] row-major.
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;
 };
@@ -174,9 +171,6 @@ void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs& args, cudaStream_t s
 size_t sm90_grouped_gemm_fp8_blockwise_d16_workspace(int groups, int sm_count);  // bf16 D, large-M
 void sm90_grouped_gemm_fp8_blockwise_d16(const GroupedGemmArgs& args, cudaStream_t stream);
 // W4A8's large-batch GEMM (fp8 operands, per-row weight group scales): built, workspace, call.
-bool sm90_fp8_groupwise_built();
-size_t sm90_grouped_gemm_fp8_groupwise_workspace(int groups, int sm_count);
-void sm90_grouped_gemm_fp8_groupwise(const GroupedGemmArgs& args, cudaStream_t stream);
 void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
 
 }  // namespace fusedmoe::cuda

@@ -3,13 +3,10 @@
 // block inside the mainloop ("FP8 blockwise" collective):
 //   acc += dot(a[m, kb*128 .. +128], w[n, kb*128 .. +128]) * a_scale[m, kb] * w_scale[n / WeightGran, kb]
 // D is the scaled result, fp32 or bf16 (ElementD_: the fp8-block layers' GEMM2 output y, as
-// sm90_bf16_d_applies in grouped_gemm.hpp). Two users, each in its own translation unit (one or a few
-// instances per .cu, each costs about a minute of compiler time):
-//   sm90_grouped_gemm_fp8_blockwise.cu  fp8-block (DeepSeek-V3): weight scales per 128 x 128 block
-//                                        (WeightGran = 128)
-//   sm90_grouped_gemm_fp8_groupwise.cu  W4A8 at large batches: int4 weights decoded to e4m3 codes,
-//                                        their group scales per row and 128-wide K group
-//                                        (WeightGran = 1)
+// sm90_bf16_d_applies in grouped_gemm.hpp). Its user: sm90_grouped_gemm_fp8_blockwise.cu (and _d16),
+// fp8-block (DeepSeek-V3) with weight scales per 128 x 128 block (WeightGran = 128). (WeightGran = 1,
+// scales per row and 128-wide K group, served W4A8's large batches until 2026-11-22, when its own
+// wgmma kernel, w4a8_wgmma.cu, replaced that way.)
 //
 // Scale layouts (per group g, rows_g rows of activations starting at row0, see grouped_gemm.hpp):
 //   activations 1 x 128 along K: column-major [KB, rows_g] at a_scale + row0 * KB (CUTLASS's

@@ -51,11 +51,6 @@ struct Params {
   bool uint4b8, swizzled;
 };
 
-__device__ __forceinline__ uint32_t f16x2_mul(uint32_t a, uint32_t b) {
-  __half2 r = __hmul2(*reinterpret_cast<__half2*>(&a), *reinterpret_cast<__half2*>(&b));
-  return *reinterpret_cast<uint32_t*>(&r);
-}
-
 // Word of 8 packed values (k0 in the low nibble) -> pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) of
 // 16-bit values:
 //   int4: q exactly (fp16); the group scale is applied to the fp32 sums (see the kernel).
@@ -363,10 +358,12 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   }
 }
 
-// One thread per packed word (8 values) of the experts [e0, e0 + count) that have rows.
+// One thread per packed word (8 values) of the experts [e0, e0 + count) that have rows (MXFP4 /
+// NVFP4; W4A8's large batches run w4a8_wgmma.cu).
 template <int F>
 __global__ void w4_dequant_kernel(Params p, int e0, int count, uint16_t* out) {
   chain_wait();
+  static_assert(F != kInt4, "e2m1 formats only");
   const int64_t words_per_row = p.k / 8, words_per_expert = p.n * words_per_row;
   const int64_t total = static_cast<int64_t>(count) * words_per_expert;
   for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
@@ -378,72 +375,15 @@ __global__ void w4_dequant_kernel(Params p, int e0, int count, uint16_t* out) {
     uint32_t pr[4];
     const uint32_t sc = load_scale<F>(p, e, row, kk);
     decode_word<F>(word, sc, p.uint4b8, pr);
-    // The full weight: int4 q x the group scale in fp16 (exact while the scale lies in
-    // [2^-14, 8188]); e2m1 x 2^kE2m1Shift undoes decode_word's shift.
-    uint32_t m2;
-    if constexpr (F == kInt4) {
-      const uint32_t hb = __half_as_ushort(__float2half_rn(__uint_as_float(sc)));
-      m2 = hb | (hb << 16);
-    } else {
-      m2 = static_cast<uint32_t>(127 + kE2m1Shift) << 7;
-      m2 |= m2 << 16;
-    }
+    // The full weight: x 2^kE2m1Shift undoes decode_word's shift.
+    uint32_t m2 = static_cast<uint32_t>(127 + kE2m1Shift) << 7;
+    m2 |= m2 << 16;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) pr[i] = F == kInt4 ? f16x2_mul(pr[i], m2) : bf16x2_mul(pr[i], m2);
+    for (int i = 0; i < 4; ++i) pr[i] = bf16x2_mul(pr[i], m2);
     const uint4 v = make_uint4(prmt(pr[0], pr[1], 0x5410), prmt(pr[2], pr[3], 0x5410), prmt(pr[0], pr[1], 0x7632),
                                prmt(pr[2], pr[3], 0x7632));
     *reinterpret_cast<uint4*>(out + (el * p.n + row) * p.k + kk) = v;
   }
-}
-
-// W4A8 for the fp8 groupwise GEMM: one thread per 16 packed bytes (32 values, inside one 128-wide
-// scale group) of the experts [e0, e0 + count) that have rows. Each int4 q is written as its
-// e4m3 code (|q| <= 8 is exact in e4m3), the bf16 group scale as fp32 by the thread of the
-// group's first 32 values.
-__global__ void w4a8_decode_fp8_kernel(Params p, int e0, int count, uint8_t* codes, float* scales) {
-  chain_wait();
-  const int64_t units_per_row = p.k / 32, units_per_expert = p.n * units_per_row;
-  const int64_t total = static_cast<int64_t>(count) * units_per_expert;
-  for (int64_t it = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; it < total;
-       it += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t el = it / units_per_expert, e = e0 + el;
-    if (p.offsets[e + 1] == p.offsets[e]) continue;
-    const int64_t rem = it - el * units_per_expert, row = rem / units_per_row, kk = (rem - row * units_per_row) * 32;
-    const uint4 in = __ldg(reinterpret_cast<const uint4*>(p.w + (e * p.n + row) * (p.k / 2) + kk / 2));
-    const uint32_t words[4] = {in.x, in.y, in.z, in.w};
-    uint32_t out[8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint32_t pr[4];
-      decode_word<kInt4>(words[j], 0, p.uint4b8, pr);  // fp16 pairs (k_i, k_i+4), exact integers
-      uint32_t c[4];
-#pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        __half2_raw h;
-        h.x = static_cast<unsigned short>(pr[i] & 0xFFFFu);
-        h.y = static_cast<unsigned short>(pr[i] >> 16);
-        c[i] = __nv_cvt_halfraw2_to_fp8x2(h, __NV_SATFINITE, __NV_E4M3);  // bytes (k_i, k_i+4)
-      }
-      const uint32_t c01 = c[0] | (c[1] << 16), c23 = c[2] | (c[3] << 16);  // k0 k4 k1 k5 | k2 k6 k3 k7
-      out[2 * j] = prmt(c01, c23, 0x6420);      // k0 k1 k2 k3
-      out[2 * j + 1] = prmt(c01, c23, 0x7531);  // k4 k5 k6 k7
-    }
-    uint4* dst = reinterpret_cast<uint4*>(codes + (el * p.n + row) * p.k + kk);
-    dst[0] = make_uint4(out[0], out[1], out[2], out[3]);
-    dst[1] = make_uint4(out[4], out[5], out[6], out[7]);
-    if (kk % 128 == 0) {
-      const int64_t groups = p.k / 128;
-      const uint32_t raw = static_cast<const uint16_t*>(p.scale)[(e * p.n + row) * groups + kk / 128];
-      scales[(el * p.n + row) * groups + kk / 128] = __uint_as_float(raw << 16);
-    }
-  }
-}
-
-__global__ void fill_ones_kernel(float* out, int64_t count) {
-  chain_wait();
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    out[i] = 1.0f;
 }
 
 Params make_params(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets) {
@@ -534,27 +474,10 @@ void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t*
   const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 132 * 16));
   auto* o = static_cast<uint16_t*>(out);
   switch (w.format) {
-    case Format::W4A8_INT4: launch_chained(w4_dequant_kernel<kInt4>, blocks, 256, 0, stream, p, e0, count, o); break;
     case Format::MXFP4: launch_chained(w4_dequant_kernel<kMx>, blocks, 256, 0, stream, p, e0, count, o); break;
     case Format::NVFP4: launch_chained(w4_dequant_kernel<kNv>, blocks, 256, 0, stream, p, e0, count, o); break;
-    default: throw Error("w4 dequantize: not a 4-bit format");
+    default: throw Error("w4 dequantize: MXFP4 / NVFP4 only (W4A8 runs its wgmma kernel at large batches)");
   }
-}
-
-void w4a8_decode_fp8(const W4Weights& w, int e0, int count, const int32_t* offsets, uint8_t* codes, float* scales,
-                     cudaStream_t stream) {
-  if (count <= 0) return;
-  if (w.format != Format::W4A8_INT4 || w.k % 128 != 0) throw Error("w4a8 decode to fp8: needs w4a8-int4 with k % 128 == 0");
-  const Params p = make_params(w, nullptr, nullptr, 0, offsets);
-  const int64_t total = static_cast<int64_t>(count) * w.n * (w.k / 32);
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((total + 255) / 256, 132 * 16));
-  launch_chained(w4a8_decode_fp8_kernel, blocks, 256, 0, stream, p, e0, count, codes, scales);
-}
-
-void fill_ones(float* out, int64_t count, cudaStream_t stream) {
-  if (count <= 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + 255) / 256, 132 * 4));
-  launch_chained(fill_ones_kernel, blocks, 256, 0, stream, out, count);
 }
 
 }  // namespace fusedmoe::cuda

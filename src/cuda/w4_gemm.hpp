@@ -19,16 +19,13 @@
 //            inside a wgmma mainloop, each packed byte read once per token tile of up to 256 rows.
 //            W4A8 (w4a8_wgmma.cu): int4 decoded to e5m2 inside an fp8 wgmma mainloop on e4m3
 //            activation codes, the group scale on each 128-wide partial sum, token tiles of 160.
-//   dequant  (large batches otherwise: a GEMM no wgmma kernel takes, or builds without the fp8
-//            groupwise GEMM for W4A8) a chunk of experts' weights is decoded to a 16-bit buffer in the
-//            workspace, then the SM90 CUTLASS bf16 / fp16 grouped GEMM runs on it; chunk after
-//            chunk, so the buffer stays bounded (kW4DequantBudget).
-//            W4A8 decodes to e4m3 codes instead (one byte per weight; int4 is exact in e4m3) plus
-//            fp32 copies of its group scales, and runs the fp8 groupwise GEMM
-//            (sm90_grouped_gemm_fp8_groupwise.cu: the group scale on each 128-wide fp32 partial
-//            sum, activation scales 1) on e4m3 activations; the per-row activation scale follows
-//            in the next stage as on the other ways. The 16-bit decode stays for builds without
-//            that GEMM (FUSEDMOE_SKIP_GPU_FORMATS=fp8_groupwise).
+//   dequant  (large batches, MXFP4 / NVFP4 GEMMs the wgmma kernel cannot take: k % 64 != 0) a
+//            chunk of experts' weights is decoded to bf16 in the workspace, then the SM90 CUTLASS
+//            bf16 grouped GEMM runs on it; chunk after chunk, so the buffer stays bounded
+//            (kW4DequantBudget).
+// (Until 2026-11-22 W4A8's large batches decoded int4 to e4m3 codes in the workspace and ran a
+// CUTLASS groupwise fp8 GEMM, or a 16-bit decode in builds without it; the wgmma kernel replaced
+// both: bench/results/2026-11-22-h100-w4a8-wgmma.)
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -53,17 +50,10 @@ struct W4Weights {
 void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                          int64_t max_rows, cudaStream_t stream);
 
-// Decodes the weights of experts [e0, e0 + count) that have rows into out [count, n, k] (16-bit,
-// the operand type); experts without rows are skipped.
+// Decodes the MXFP4 / NVFP4 weights of experts [e0, e0 + count) that have rows into out
+// [count, n, k] (bf16); experts without rows are skipped.
 void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t* expert_offsets, void* out,
                            cudaStream_t stream);
-
-// W4A8, the fp8 dequant way: experts [e0, e0 + count) that have rows decoded to e4m3 codes
-// [count, n, k] and their bf16 group scales to fp32 [count, n, k / 128].
-void w4a8_decode_fp8(const W4Weights& w, int e0, int count, const int32_t* expert_offsets, uint8_t* codes,
-                     float* scales, cudaStream_t stream);
-// out[0 .. count) = 1.0f (the groupwise GEMM's activation scales on the W4A8 fp8 way).
-void fill_ones(float* out, int64_t count, cudaStream_t stream);
 
 // What the shapes need: k a multiple of 32 (one lane reads 32 values = 16 bytes of a row).
 bool w4_shape_ok(const W4Weights& w, const char** why);

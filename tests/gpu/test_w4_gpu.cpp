@@ -2,8 +2,8 @@
 // and uint4b8), MXFP4 (bf16 and fp8 activations, linear and swizzled scales, the gpt-oss
 // swigluoai in both layouts with biases), NVFP4 (bf16 and nvfp4 W4A4 activations). Each case
 // runs both GEMM ways: few tokens (the mma kernel) and many tokens per expert (MXFP4 / NVFP4: the
-// wgmma kernel, or decode to 16 bits + the SM90 GEMM where k % 64 != 0; W4A8: e4m3 codes + the fp8
-// groupwise GEMM), plus a graph-captured replay that must write the same bytes.
+// wgmma kernel, or decode to 16 bits + the SM90 GEMM where k % 64 != 0; W4A8: its fp8 wgmma kernel),
+// plus a graph-captured replay that must write the same bytes.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -74,7 +74,7 @@ TEST_P(W4Gpu, DecodeSizesMatchOracle) {
 }
 
 // Many tokens per expert: the large-batch way (MXFP4 / NVFP4: the wgmma kernel, k = 256 and 128;
-// W4A8: e4m3 codes + the fp8 groupwise GEMM). 150 rows per expert pass both thresholds (32, 48).
+// W4A8: its fp8 wgmma kernel). 150 rows per expert pass both thresholds (16, 48).
 TEST_P(W4Gpu, LargeBatchMatchesOracle) {
   FMOE_REQUIRE_GPU();
   const W4Case& w = kCases[GetParam()];
@@ -128,7 +128,7 @@ TEST(W4GpuEdge, MisalignedPointersAreRefused) {
 }
 
 // W4A8 group scales outside fp16's range (a 16-bit decode would multiply int4 by the scale in
-// fp16: subnormal below 2^-14, inf above 8188); the mma and fp8 dequant ways apply them in fp32.
+// fp16: subnormal below 2^-14, inf above 8188); the mma and wgmma kernels apply them in fp32.
 TEST(W4GpuEdge, W4a8ScalesOutsideFp16Range) {
   FMOE_REQUIRE_GPU();
   for (float gain : {1e-4f, 1e6f}) {
