@@ -1,5 +1,5 @@
 // W4A8 grouped GEMM on Hopper's fp8 wgmma for many tokens per expert: int4 weights decoded to
-// e5m2 codes inside the mainloop (int4 is exact in e5m2; int4_e4m3.cuh), e4m3 activation codes
+// e5m2 codes inside the mainloop (int4 is exact in e5m2; int4_fp8.cuh), e4m3 activation codes
 // (the per-token scale is applied by the next stage, as on the other ways), fp32 sums. Replaces
 // the dequant way for W4A8 (decode every hit expert to an e4m3 copy in the workspace, then the
 // CUTLASS groupwise GEMM on it: 2.5 bytes of traffic per weight before the GEMM reads it).
@@ -38,7 +38,7 @@
 #include <type_traits>
 
 #include "cuda/chained_launch.cuh"
-#include "cuda/int4_e4m3.cuh"
+#include "cuda/int4_fp8.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_gemm.hpp"
 #include "cuda/wgmma_util.cuh"
@@ -48,7 +48,7 @@ namespace fusedmoe::cuda {
 namespace {
 
 using namespace wg;
-using int4e4m3::int4x8_to_e5m2;
+using int4fp8::int4x8_to_e5m2;
 
 constexpr int kProducers = 256;   // two producer warpgroups
 constexpr int kThreads = kProducers + 256;  // + two consumer warpgroups

@@ -1,20 +1,19 @@
 #pragma once
-// Eight packed int4 weights -> their fp8 codes (w4a8_wgmma.cu): e4m3 with byte permutes only, or
-// e5m2 through fp16 arithmetic (below). Every int4 value -8..7 is exact in both, so the fp8
-// tensor cores multiply the checkpoint's integers.
+// Eight packed int4 weights -> their e5m2 codes through fp16 arithmetic (w4a8_wgmma.cu): every int4
+// value -8..7 is exact in e5m2 (and in fp16), so the fp8 tensor cores multiply the checkpoint's
+// integers.
 //
-// Host and device: on the device prmt is the PTX instruction, on the host an emulation of it, so
-// a CPU test (tests/cpu/test_int4_e4m3.cpp) checks the mapping for every input word.
+// Host and device: on the device prmt and the fp16x2 add / fma are the PTX instructions, on the
+// host emulations of them, so a CPU test (tests/cpu/test_int4_fp8.cpp) checks the mapping for
+// every input half-word against the codec, and a GPU test (tests/gpu/test_int4_fp8_device_gpu.cu)
+// the device against the host, bit for bit.
 //
-// How: a prmt selector nibble picks one of 8 bytes (bits 0..2) and, with bit 3 set, replaces the
-// byte by its sign bit copied 8 times. A two's complement int4 is such a nibble: v >= 0 picks
-// entry v of a table of e4m3(0..7), while v < 0 (bit 3 set) gives 0x00 from that table (all its
-// bytes have the top bit clear). The same nibbles with bit 3 flipped pick entry v + 8 of a table
-// of e4m3(-8..-1) for v < 0 (and 0xFF for v >= 0). The sign of each nibble is then spread to a
-// byte mask (a permute collects bits 3 / 7 / 11 / 15 of the word and its 4-bit shift as the top
-// bits of four bytes, a sign-replicating permute widens them) that picks the right table's byte.
-// The output bit 7 of a permute depends only on which byte it picks, never on bit 3 of the
-// selector, so the sign cannot come from the tables alone: the mask is the price of that.
+// Why not e4m3 with byte permutes (the first version, bench/results/2026-11-22-h100-w4a8-wgmma v1):
+// a two's complement nibble is a prmt selector (bits 0..2 pick one of 8 table bytes, bit 3 turns
+// the byte into its sign replicated), so two permutes over tables of e4m3(0..7) and e4m3(-8..-1)
+// and a sign mask built by two more give the codes - 15 integer-pipe instructions per 8 values,
+// and Hopper issues PRMT / LOP3 at half rate. The fp16 way below needs 9 of those plus 4 on the
+// FMA pipe: 0.92-0.98x the layer time.
 #include <cstdint>
 
 #if defined(__CUDACC__)
@@ -23,7 +22,7 @@
 #define FMOE_HD inline
 #endif
 
-namespace fusedmoe::cuda::int4e4m3 {
+namespace fusedmoe::cuda::int4fp8 {
 
 // prmt.b32 d, a, b, c (default mode): byte i of d is byte (c >> 4i) & 7 of {b, a} (a the low
 // four), or that byte's top bit copied to all 8 bits when (c >> 4i) & 8.
@@ -45,33 +44,14 @@ FMOE_HD uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
 #endif
 }
 
-// e4m3 codes of 0..7 (bytes 0..7) and of -8..-1 (bytes 0..7 = values -8 + i).
-constexpr uint32_t kPos0 = 0x44403800u, kPos1 = 0x4E4C4A48u;
-constexpr uint32_t kNeg0 = 0xCACCCED0u, kNeg1 = 0xB8C0C4C8u;
-
 struct Codes {
-  uint32_t lo, hi;  // e4m3 codes of nibbles 0..3 (byte i = nibble i) and of nibbles 4..7
+  uint32_t lo, hi;  // codes of nibbles 0..3 (byte i = nibble i) and of nibbles 4..7
 };
 
-// x: eight two's complement int4 values, value i in bits 4i..4i+3.
-FMOE_HD Codes int4x8_to_e4m3(uint32_t x) {
-  const uint32_t xq = x ^ 0x88888888u;  // bit 3 flipped: the negative values now pick
-  const uint32_t p_lo = prmt(kPos0, kPos1, x), p_hi = prmt(kPos0, kPos1, x >> 16);
-  const uint32_t q_lo = prmt(kNeg0, kNeg1, xq), q_hi = prmt(kNeg0, kNeg1, xq >> 16);
-  // Sign bits 3, 7, 11, 15 (19, 23, 27, 31) to bit 7 of bytes 0..3: from x << 4 and x in turn.
-  const uint32_t y = x << 4;
-  const uint32_t m_lo = prmt(prmt(y, x, 0x5140u), 0u, 0xBA98u);
-  const uint32_t m_hi = prmt(prmt(y, x, 0x7362u), 0u, 0xBA98u);
-  return {(q_lo & m_lo) | (p_lo & ~m_lo), (q_hi & m_hi) | (p_hi & ~m_hi)};
-}
-
-
-// ---- int4 -> e5m2 through fp16 arithmetic (the fp8 wgmma takes e5m2 x e4m3) ----
-// Hopper issues the permutes and logic ops above on its half-rate integer pipe, which bounds the
-// decode; this way moves half the work to the fp16 (FMA) pipe. A nibble u = q + 8 placed in the
-// mantissa of fp16 1024 (bits 0..3: 1024 + u; bits 4..7: 1024 + 16 u) gives q after one exact
-// fp16 add (- 1032) or fma (x 1/16 - 72); every q in -8..7 is an fp16 value whose mantissa has at
-// most 2 bits after the leading one, so its e5m2 code is the fp16's high byte, exactly.
+// A nibble u = q + 8 placed in the mantissa of fp16 1024 (bits 0..3: 1024 + u; bits 4..7:
+// 1024 + 16 u) gives q after one exact fp16 add (- 1032) or fma (x 1/16 - 72); every q in -8..7 is
+// an fp16 value whose mantissa has at most 2 bits after the leading one, so its e5m2 code is the
+// fp16's high byte, exactly.
 
 #if !defined(__CUDA_ARCH__)
 namespace host {
@@ -134,6 +114,6 @@ FMOE_HD Codes int4x8_to_e5m2(uint32_t x, uint32_t to_biased) {
   return {prmt(ab, cd, 0x5410u), prmt(ab, cd, 0x7632u)};
 }
 
-}  // namespace fusedmoe::cuda::int4e4m3
+}  // namespace fusedmoe::cuda::int4fp8
 
 #undef FMOE_HD
