@@ -536,7 +536,6 @@ class CudaBackend final : public BackendImpl {
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
     } else {
-      // The W4A8 fp8 way's activation scales (all 1), written once for both GEMMs (the carve's extent).
       if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);
       mark(2);
@@ -639,17 +638,17 @@ class CudaBackend final : public BackendImpl {
     const int64_t R = shape_.w13_rows, K = shape_.hidden, N = shape_.inter;
     if (c.format == Format::W4A8_INT4) {
       w4_fp8_ = w4a8_wgmma_shape_ok(w4_weights(true)) && w4a8_wgmma_shape_ok(w4_weights(false));
-      w4_cutlass_ = w4_wgmma1_ = w4_wgmma2_ = w4_fp8_;
+      w4_large_way_ = w4_wgmma1_ = w4_wgmma2_ = w4_fp8_;
       return;
     }
-    w4_cutlass_ = sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, R, K, w.w13_weight.data) &&
+    w4_large_way_ = sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, R, K, w.w13_weight.data) &&
                   sm90_gemm_shape_ok(op_, K, N, w.w2_weight.data);
-    w4_wgmma1_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(true));
-    w4_wgmma2_ = w4_cutlass_ && w4_wgmma_shape_ok(w4_weights(false));
+    w4_wgmma1_ = w4_large_way_ && w4_wgmma_shape_ok(w4_weights(true));
+    w4_wgmma2_ = w4_large_way_ && w4_wgmma_shape_ok(w4_weights(false));
     const int E = static_cast<int>(shape_.num_experts);
     w4_expert_bytes_ = static_cast<size_t>(std::max(R * K, K * N)) * 2;
     w4_chunk_experts_ = std::clamp<size_t>(kW4DequantBudget / w4_expert_bytes_, 1, static_cast<size_t>(E));
-    if (w4_cutlass_)
+    if (w4_large_way_)
       gemm_ws_bytes_ = grouped_gemm_workspace_bytes(op_, GemmPath::SM90_TMA, static_cast<int>(w4_chunk_experts_), sm_count_);
   }
 
@@ -669,7 +668,7 @@ class CudaBackend final : public BackendImpl {
 
   bool w4_dequant_way(int64_t slots) const {
     const int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? kW4WgmmaMinRowsPerExpert : kW4DequantMinRowsPerExpert;
-    return w4_cutlass_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
+    return w4_large_way_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
   }
 
   // One 4-bit GEMM: the mma kernel, a wgmma kernel, or chunk by chunk of experts: decode, then the
@@ -702,7 +701,7 @@ class CudaBackend final : public BackendImpl {
   }
 
   bool w4_ = false;
-  bool w4_cutlass_ = false;
+  bool w4_large_way_ = false;  // a large-batch way exists (a wgmma kernel, or decode + the SM90 GEMM)
   bool w4_fp8_ = false;  // W4A8's large batches: the fp8 wgmma kernel on e4m3 activation codes
   bool w4_wgmma1_ = false, w4_wgmma2_ = false;  // GEMM1 / GEMM2 large batches on the wgmma kernel
   size_t w4_expert_bytes_ = 0, w4_chunk_experts_ = 0;

@@ -164,15 +164,15 @@ struct Tile {
   uint32_t smem;  // shared address of slot 0 (1024-aligned)
 };
 
-// Warpgroup 0: copies and decode (see the top of the file).
+// Warpgroups 0 and 1: copies and decode (see the top of the file).
 __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_t* smem_gen) {
   constexpr int S = kStages;
   const int pt = threadIdx.x;  // 0 .. kProducers - 1
   const int64_t half_k = p.k / 2;
   const uint8_t* we = p.w + static_cast<int64_t>(tl.e) * p.n * half_k;
-  // Activation chunks (row pt / 8 + 16 i, 16-byte column pt % 8), swizzled; rows past the tile
+  // Activation chunks (row pt / 8 + 32 i, 16-byte column pt % 8), swizzled; rows past the tile
   // are not copied (they only reach D columns that are never stored). Packed weight chunks (row
-  // pt / 4 + 32 i, column pt % 4), zero-filled past n.
+  // pt / 4 + 64 i, column pt % 4), zero-filled past n.
   constexpr int kBChunks = TM * 8 / kProducers, kWChunks = kRowsPerCta * 4 / kProducers;
   constexpr int kBRowStep = kProducers / 8, kWRowStep = kProducers / 4;
   const int brow = pt >> 3, bcol = pt & 7;
@@ -205,7 +205,7 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
   for (int s = 0; s < S - 1; ++s) issue(s);
   // Decode: thread pt owns half hf = pt / 128 of weight row r = pt % 128 (a warp: 32 rows, so a
   // quarter-warp's 16-byte loads and stores hit distinct banks) - 32 packed bytes per stage in,
-  // 4 swizzled 16-byte chunks of e4m3 codes out (chunk c = packed words 2c, 2c + 1 = k 16c ..).
+  // 4 swizzled 16-byte chunks of e5m2 codes out (chunk c = packed words 2c, 2c + 1 = k 16c ..).
   const int r = pt & 127, hf = pt >> 7;
   const uint8_t* wread = smem_gen + kBBytes + kABytes + r * kWPitch + 32 * hf;
   uint8_t* awrite = smem_gen + kBBytes + r * 128;
@@ -236,7 +236,7 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
   if (tl.nk >= 1) bar_sync(kBarEmpty + (tl.nk - 1) % S, kThreads);  // the last stage's release
 }
 
-// Warpgroups 1 and 2: wgmmas, promotion with the group scales, the store.
+// Warpgroups 2 and 3: wgmmas, promotion with the group scales, the store.
 template <int N>
 __device__ __forceinline__ void consumer(const Params& p, const Tile& tl) {
   constexpr int S = kStages, R = N / 2;
