@@ -384,7 +384,7 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::ROW || quant2_ == Fp8Quant::TENSOR_DYNAMIC) b.staging = static_cast<float*>(take(s * N * 4));
     b.y = take(s * K * 4);
     b.gemm_ws = take(gemm_ws_bytes_);
-    if (w4_ && w4_dequant_way(slots)) {
+    if (w4_ && w4_large_batch(slots)) {
       // The decoded copy is only for a GEMM the wgmma kernel cannot take (w4_wgmma.cu).
       if (!w4_wgmma1_ || !w4_wgmma2_) b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
     }
@@ -424,7 +424,7 @@ class CudaBackend final : public BackendImpl {
     gp.slot_row = b.plan.slot_row;
     // W4A8 at large batches (its wgmma kernel) multiplies e4m3 codes on the fp8 tensor cores; its
     // mma way (and the other 4-bit formats) take them as 16-bit values.
-    const Operand op_run = w4_fp8_ && w4_dequant_way(slots) ? Operand::FP8 : op_;
+    const Operand op_run = config_.format == Format::W4A8_INT4 && w4_large_batch(slots) ? Operand::FP8 : op_;
     gp.out = b.a1;
     gp.op = op_run;
     gp.quant = quant1_;
@@ -637,8 +637,8 @@ class CudaBackend final : public BackendImpl {
     // two weight matrices.
     const int64_t R = shape_.w13_rows, K = shape_.hidden, N = shape_.inter;
     if (c.format == Format::W4A8_INT4) {
-      w4_fp8_ = w4a8_wgmma_shape_ok(w4_weights(true)) && w4a8_wgmma_shape_ok(w4_weights(false));
-      w4_large_way_ = w4_wgmma1_ = w4_wgmma2_ = w4_fp8_;
+      w4_large_way_ = w4a8_wgmma_shape_ok(w4_weights(true)) && w4a8_wgmma_shape_ok(w4_weights(false));
+      w4_wgmma1_ = w4_wgmma2_ = w4_large_way_;
       return;
     }
     w4_large_way_ = sm90_gemm_built(op_) && sm90_gemm_shape_ok(op_, R, K, w.w13_weight.data) &&
@@ -666,7 +666,9 @@ class CudaBackend final : public BackendImpl {
     return w;
   }
 
-  bool w4_dequant_way(int64_t slots) const {
+  // Whether this batch takes the large-batch way (a wgmma kernel, or decode + the SM90 GEMM)
+  // rather than the mma kernel.
+  bool w4_large_batch(int64_t slots) const {
     const int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? kW4WgmmaMinRowsPerExpert : kW4DequantMinRowsPerExpert;
     return w4_large_way_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
   }
@@ -675,7 +677,7 @@ class CudaBackend final : public BackendImpl {
   // SM90 GEMM.
   void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
     const W4Weights w = w4_weights(gemm1);
-    if (!w4_dequant_way(g.max_rows)) {
+    if (!w4_large_batch(g.max_rows)) {
       w4_mma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
@@ -702,7 +704,6 @@ class CudaBackend final : public BackendImpl {
 
   bool w4_ = false;
   bool w4_large_way_ = false;  // a large-batch way exists (a wgmma kernel, or decode + the SM90 GEMM)
-  bool w4_fp8_ = false;  // W4A8's large batches: the fp8 wgmma kernel on e4m3 activation codes
   bool w4_wgmma1_ = false, w4_wgmma2_ = false;  // GEMM1 / GEMM2 large batches on the wgmma kernel
   size_t w4_expert_bytes_ = 0, w4_chunk_experts_ = 0;
 
