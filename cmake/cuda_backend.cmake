@@ -1,8 +1,9 @@
 # The CUDA backend (Hopper, sm_90a). Included by the root CMakeLists.txt when CUDA is on.
 #
 # Sources: every src/cuda/*.cu and *.cpp (routing.cu included). The CUTLASS grouped-GEMM
-# instances live two or three per file (sm90_grouped_gemm_<family>.cu, and the bf16-D ones in
-# sm90_grouped_gemm_<family>_d16.cu) because each costs about a
+# instances live two or three per file (sm90_grouped_gemm_<family>.cu, the bf16-D ones in
+# sm90_grouped_gemm_<family>_d16.cu, GEMM1 + activation in sm90_grouped_gemm_<family>_act.cu for
+# bf16 and fp8) because each costs about a
 # minute and several GB of compiler memory; FUSEDMOE_SKIP_GPU_FORMATS leaves families out
 # (bf16, fp16, fp8 = fp8-tensor/fp8-channel, fp8_blockwise = fp8-block; their formats are then
 # refused by can_implement() with a reason naming the option). The 4-bit formats' own kernels
@@ -17,7 +18,7 @@ foreach(_family IN LISTS FUSEDMOE_SKIP_GPU_FORMATS)
     message(FATAL_ERROR "FUSEDMOE_SKIP_GPU_FORMATS: unknown kernel family '${_family}' "
                         "(known: ${_fusedmoe_gpu_families})")
   endif()
-  list(FILTER FUSEDMOE_CUDA_SOURCES EXCLUDE REGEX "sm90_grouped_gemm_${_family}(_d16)?\\.cu$")
+  list(FILTER FUSEDMOE_CUDA_SOURCES EXCLUDE REGEX "sm90_grouped_gemm_${_family}(_d16|_act)?\\.cu$")
   string(TOUPPER ${_family} _FAMILY)
   target_compile_definitions(fusedmoe PRIVATE FUSEDMOE_SKIP_GPU_${_FAMILY}=1)
   message(STATUS "fusedmoe: GPU kernel family ${_family} skipped")

@@ -41,7 +41,8 @@ class LayerConfig:
         activation: ``silu``, ``gelu``, ``gelu_tanh``, ``relu2`` (non-gated) or ``swigluoai``.
         gate_up_order: ``gate_up`` (first half of w13 is the gate: vLLM) or ``up_gate``
             (FlashInfer / TensorRT-LLM).
-        interleaved: gate and up rows alternate (``swigluoai`` only, vLLM's gpt-oss layout).
+        interleaved: gate and up rows alternate (any gated activation; vLLM's gpt-oss layout). On
+            the GPU at large batches this layout runs the activation inside GEMM1.
         swiglu_alpha, swiglu_limit: ``swigluoai`` parameters.
         act_dtype: activation operand of ``mxfp4`` (``bf16`` or ``fp8``) and ``nvfp4``
             (``bf16`` or ``nvfp4`` = W4A4).

@@ -79,8 +79,8 @@ bool is_4bit(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || 
 }  // namespace
 
 LayerShape validate_layer(const LayerConfig& c, const LayerWeights& w) {
-  if (c.interleaved && c.activation != Activation::SWIGLUOAI)
-    throw InvalidArgument("interleaved", "false unless activation is swigluoai", "true");
+  if (c.interleaved && c.activation == Activation::RELU2)
+    throw InvalidArgument("interleaved", "false for relu2 (not a gated activation: no gate / up pairs)", "true");
   if (c.format == Format::MXFP4) {
     if (c.act_dtype == ActDtype::NVFP4) throw InvalidArgument("act_dtype", "bf16 or fp8 for mxfp4", "nvfp4");
   } else if (c.format == Format::NVFP4) {

@@ -35,18 +35,27 @@ __device__ __forceinline__ float fix_h(const ActivationParams& p, float v, float
   return v;
 }
 
-// The gated activations (not RELU2) of a dequantised, biased gate / up pair, before rounding.
+// The gated activations (not RELU2) of a dequantised, biased gate / up pair, before rounding:
+// gated_as<A> for a fixed activation (the fused GEMM1 epilogue instantiates each), gated() with
+// the layer's.
+template <Activation A>
+__device__ __forceinline__ float gated_as(const ActivationParams& p, float g, float u) {
+  if constexpr (A == Activation::SILU) return silu(g) * u;
+  else if constexpr (A == Activation::GELU) return gelu_erf(g) * u;
+  else if constexpr (A == Activation::GELU_TANH) return gelu_tanh(g) * u;
+  else {  // SWIGLUOAI
+    const float L = p.limit;
+    g = g < L ? g : L;
+    u = u < -L ? -L : (u > L ? L : u);
+    return (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
+  }
+}
 __device__ __forceinline__ float gated(const ActivationParams& p, float g, float u) {
   switch (p.act) {
-    case Activation::SILU: return silu(g) * u;
-    case Activation::GELU: return gelu_erf(g) * u;
-    case Activation::GELU_TANH: return gelu_tanh(g) * u;
-    default: {  // SWIGLUOAI
-      const float L = p.limit;
-      g = g < L ? g : L;
-      u = u < -L ? -L : (u > L ? L : u);
-      return (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
-    }
+    case Activation::SILU: return gated_as<Activation::SILU>(p, g, u);
+    case Activation::GELU: return gated_as<Activation::GELU>(p, g, u);
+    case Activation::GELU_TANH: return gated_as<Activation::GELU_TANH>(p, g, u);
+    default: return gated_as<Activation::SWIGLUOAI>(p, g, u);
   }
 }
 

@@ -535,6 +535,11 @@ class CudaBackend final : public BackendImpl {
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
+    } else if (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap)) {
+      // Large batches with interleaved gate / up rows: the activation in GEMM1's epilogue (no h,
+      // no activation kernel); as above, the activation stage of run_timed() reads 0.
+      run_grouped_gemm1_act(g1, ap, stream);
+      mark(2);
     } else {
       if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);

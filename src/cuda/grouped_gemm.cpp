@@ -74,16 +74,18 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
   switch (op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16:
-      return std::max(sm90_grouped_gemm_bf16_workspace(groups, sm_count),
-                      sm90_grouped_gemm_bf16_d16_workspace(groups, sm_count));
+      return std::max({sm90_grouped_gemm_bf16_workspace(groups, sm_count),
+                       sm90_grouped_gemm_bf16_d16_workspace(groups, sm_count),
+                       sm90_grouped_gemm_bf16_act_workspace(groups, sm_count)});
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP16
     case Operand::FP16: return sm90_grouped_gemm_fp16_workspace(groups, sm_count);
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP8
     case Operand::FP8:
-      return std::max(sm90_grouped_gemm_fp8_workspace(groups, sm_count),
-                      sm90_grouped_gemm_fp8_d16_workspace(groups, sm_count));
+      return std::max({sm90_grouped_gemm_fp8_workspace(groups, sm_count),
+                       sm90_grouped_gemm_fp8_d16_workspace(groups, sm_count),
+                       sm90_grouped_gemm_fp8_act_workspace(groups, sm_count)});
 #endif
     default: throw Error("grouped GEMM: no SM90 instance for this operand type in this build");
   }
@@ -95,6 +97,31 @@ bool sm90_bf16_d_applies(const GroupedGemmArgs& a, GemmPath path) {
                           : path == GemmPath::SM90_TMA && (a.op == Operand::BF16 || a.op == Operand::FP8) &&
                                 sm90_gemm_built(a.op);
   return family && a.n % 8 == 0 && !small_m_takes(a, path) && !sm90_use_small_config(a);
+}
+
+bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap) {
+  if (path != GemmPath::SM90_TMA || !(g.op == Operand::BF16 || g.op == Operand::FP8) || !sm90_gemm_built(g.op))
+    return false;
+  if (g.d_dtype != DType::F32 || small_m_takes(g, path) || sm90_use_small_config(g)) return false;
+  if (!ap.interleaved || ap.act == Activation::RELU2 || g.n != 2 * ap.N || ap.op != g.op) return false;
+  if (ap.act_dtype != DType::BF16) return false;  // the epilogue rounds to bf16 only (fp16 / fp32 hidden: unfused)
+  if (ap.dq.kind != Dequant::NONE && ap.dq.kind != Dequant::TENSOR) return false;
+  if (g.op == Operand::FP8) return ap.quant == Fp8Quant::TENSOR_STATIC;
+  return ap.quant == Fp8Quant::NONE;
+}
+
+void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream) {
+  if (!sm90_gemm1_act_applies(g, GemmPath::SM90_TMA, ap))
+    throw Error("grouped GEMM: GEMM1 + activation called for a problem it does not take (sm90_gemm1_act_applies)");
+  switch (g.op) {
+#ifndef FUSEDMOE_SKIP_GPU_BF16
+    case Operand::BF16: sm90_grouped_gemm_bf16_act(g, ap, stream); return;
+#endif
+#ifndef FUSEDMOE_SKIP_GPU_FP8
+    case Operand::FP8: sm90_grouped_gemm_fp8_act(g, ap, stream); return;
+#endif
+    default: throw Error("grouped GEMM: no GEMM1 + activation instance for this operand type in this build");
+  }
 }
 
 void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream) {

@@ -170,7 +170,20 @@ size_t sm90_grouped_gemm_fp8_blockwise_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp8_blockwise(const GroupedGemmArgs& args, cudaStream_t stream);
 size_t sm90_grouped_gemm_fp8_blockwise_d16_workspace(int groups, int sm_count);  // bf16 D, large-M
 void sm90_grouped_gemm_fp8_blockwise_d16(const GroupedGemmArgs& args, cudaStream_t stream);
-// W4A8's large-batch GEMM (fp8 operands, per-row weight group scales): built, workspace, call.
 void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
+
+// ---- GEMM1 with the activation stage in its epilogue (sm90_gated_act_epilogue.cuh) ----
+// Whether GEMM1 `g` on `path` with activation `ap` runs as one kernel that writes GEMM2's operand
+// (ap.out) instead of h: the large-M SM90 instances of bf16 or fp8 operands (not the small-M
+// kernels or the swap-AB configs), gate / up rows interleaved, a gated activation, bf16 hidden
+// states (the activation dtype), dequant none
+// or per-tensor, and an output the epilogue can finish alone (a 16-bit operand or a static fp8
+// tensor scale; dynamic and per-row fp8 scales need every output's amax first).
+bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap);
+void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream);
+size_t sm90_grouped_gemm_bf16_act_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_bf16_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);
+size_t sm90_grouped_gemm_fp8_act_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_fp8_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);
 
 }  // namespace fusedmoe::cuda

@@ -53,24 +53,27 @@ TEST(LayerEquivalence, GateUpEqualsUpGateAfterSwapping) {
 }
 
 TEST(LayerEquivalence, InterleavedEqualsHalvesAfterPermutingRows) {
-  LayerConfig c;
-  c.activation = Activation::SWIGLUOAI;
-  FloatLayer halves = random_float_layer(c, 3, 64, 16, 9, true, 0.3f);
-  FloatLayer inter = halves;
-  inter.config.interleaved = true;
-  const int64_t E = 3, K = 64, N = 16;
-  for (int64_t e = 0; e < E; ++e)
-    for (int64_t n = 0; n < N; ++n)
-      for (int half = 0; half < 2; ++half) {
-        const int64_t src = e * 2 * N + half * N + n, dst = e * 2 * N + 2 * n + half;
-        std::copy(&halves.w13[src * K], &halves.w13[src * K] + K, &inter.w13[dst * K]);
-        inter.w13_bias[dst] = halves.w13_bias[src];
-      }
-  QuantizeOptions qo;
-  qo.format = Format::FP32;
-  Inputs in = random_inputs(7, K, 2, E, DType::F32, 5, 3.0f);
-  EXPECT_TRUE(bitwise_equal(run_layer(quantize_layer(halves, qo), in, CpuPrecision::FAST),
-                            run_layer(quantize_layer(inter, qo), in, CpuPrecision::FAST)));
+  for (Activation act : {Activation::SWIGLUOAI, Activation::SILU, Activation::GELU_TANH}) {
+    LayerConfig c;
+    c.activation = act;
+    FloatLayer halves = random_float_layer(c, 3, 64, 16, 9, true, 0.3f);
+    FloatLayer inter = halves;
+    inter.config.interleaved = true;
+    const int64_t E = 3, K = 64, N = 16;
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t n = 0; n < N; ++n)
+        for (int half = 0; half < 2; ++half) {
+          const int64_t src = e * 2 * N + half * N + n, dst = e * 2 * N + 2 * n + half;
+          std::copy(&halves.w13[src * K], &halves.w13[src * K] + K, &inter.w13[dst * K]);
+          inter.w13_bias[dst] = halves.w13_bias[src];
+        }
+    QuantizeOptions qo;
+    qo.format = Format::FP32;
+    Inputs in = random_inputs(7, K, 2, E, DType::F32, 5, 3.0f);
+    EXPECT_TRUE(bitwise_equal(run_layer(quantize_layer(halves, qo), in, CpuPrecision::FAST),
+                              run_layer(quantize_layer(inter, qo), in, CpuPrecision::FAST)))
+        << activation_name(act);
+  }
 }
 
 TEST(LayerEquivalence, ExpertMapSplitOverRanksSumsToFullLayer) {
@@ -228,7 +231,10 @@ TEST(LayerValidation, BadArgumentsAreNamed) {
   expect_invalid([&] { LayerWeights w = good; w.w13_weight_scale = {}; Layer(lf.config, w); }, "w13_weight_scale");
   expect_invalid([&] { LayerWeights w = good; w.w2_weight.dtype = DType::BF16; Layer(lf.config, w); }, "w2_weight");
   expect_invalid([&] { LayerWeights w = good; w.w13_weight.shape[2] = 63; Layer(lf.config, w); }, "w13_weight");
-  expect_invalid([&] { LayerConfig c = lf.config; c.interleaved = true; Layer(c, good); }, "interleaved");
+  {  // interleaved needs gate / up pairs: refused for relu2
+    const LayerFile r2 = make_layer(Format::FP8_TENSOR, Activation::RELU2, 4, 64, 32, 7);
+    expect_invalid([&] { LayerConfig c = r2.config; c.interleaved = true; Layer(c, r2.weights()); }, "interleaved");
+  }
   expect_invalid([&] { LayerConfig c = lf.config; c.act_dtype = ActDtype::FP8; Layer(c, good); }, "act_dtype");
 
   Layer layer(lf.config, good, LayerOptions{Backend::CPU});

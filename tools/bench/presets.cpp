@@ -35,6 +35,13 @@ std::vector<Shape> builtin_presets() {
       // batches run the activation in GEMM1's epilogue there: w4_wgmma_fuses_activation).
       {"gpt-oss-120b", 1, "gpt-oss-120b-interleaved", "swigluoai (alpha 1.702, limit 7), interleaved gate / up rows, biases", true},
       {"llama4-scout", 1, "llama4-scout", "top-1, router weight applied on the input"},
+      // The GPU-path presets with interleaved gate / up rows: bf16 and static fp8-tensor
+      // layers run the activation in GEMM1's epilogue at large batches there
+      // (sm90_gemm1_act_applies); same GEMMs and bytes as the halves presets.
+      {"mixtral-8x7b", 1, "mixtral-8x7b-interleaved", "interleaved gate / up rows", true},
+      {"qwen3-30b-a3b", 1, "qwen3-30b-a3b-tp1-interleaved", "interleaved gate / up rows", true},
+      {"deepseek-v3", 1, "deepseek-v3-tp1-interleaved", "interleaved gate / up rows", true},
+      {"deepseek-v3", 8, "deepseek-v3-tp8-interleaved", "interleaved gate / up rows", true},
   };
   std::vector<Shape> p;
   for (const Entry& en : entries) {

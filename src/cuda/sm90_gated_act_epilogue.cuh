@@ -1,0 +1,269 @@
+#pragma once
+// GEMM1 with the activation stage in its epilogue, for large batches on the SM90 grouped GEMM:
+// the CTA's fp32 accumulators go straight through the activation stage's arithmetic
+// (activation_math.cuh: dequant factor, fc1 bias, gated activation, rounding to the activation
+// dtype, static fp8 quantisation) to GEMM2's operand, so GEMM1's fp32 output h is neither written
+// nor read back and the activation kernel does not run. At 4096 tokens h is the largest
+// intermediate of small-expert layers (Qwen3-30B-A3B: 201 MB of fp32 written and read for a 25 MB
+// fp8 operand).
+//
+// Pairing: it needs the gate and the up sum of an output in one thread. The wgmma accumulator
+// fragment gives each thread two adjacent columns (2t, 2t + 1 of every 8-column block), so with
+// the gate / up rows interleaved ([g0, u0, g1, u1, ..], LayerConfig::interleaved) a thread holds
+// whole pairs and no data moves between threads. Halves layouts keep the unfused stages.
+//
+// Built on CUTLASS's register-to-global epilogue interface (as its DefaultEpilogueArray, wrapped
+// in Sm90TmaWarpSpecializedAdapter): no shared memory, so the mainloop gets the epilogue's stages.
+// Each value is stored on its own (1 byte for fp8, 2 for bf16): the operand written is 1/8 (fp8)
+// or 1/4 (bf16) of the fp32 h bytes the unfused GEMM1 wrote through its TMA epilogue.
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <type_traits>
+
+#include "cuda/activation_math.cuh"
+#include "cuda/chained_launch.cuh"
+#include "cuda/device_utils.cuh"
+#include "cuda/grouped_gemm.hpp"
+#include "cuda/moe_kernels.hpp"
+#include "cuda/sm90_grouped_gemm.cuh"
+#include "cutlass/epilogue/collective/detail.hpp"
+#include "cutlass/epilogue/dispatch_policy.hpp"
+#include "cutlass/epilogue/thread/linear_combination.h"
+
+namespace fusedmoe::cuda::sm90 {
+
+// The arithmetic of one gate / up pair, exactly as activation.cu's act8 (interleaved branch)
+// and act_value: fix_h on each sum (dequant factor ds - 1 for NONE, where v * 1 = v - then the
+// fc1 bias), the gated activation, rounding to bf16; then the operand's store (fp8: the static
+// tensor scale s) at dst. The activation, the fp8 store and the bias are template arguments, so
+// a tile runs one straight-line instance of ~45 instructions per pair. The first version
+// switched on them per pair (19k instructions of epilogue code, 64-bit index math per store) and
+// ran GEMM1 1.3-2.7x slower than GEMM1 plus the activation kernel (H100, 2026-11-22).
+template <Activation A, bool kFp8, bool kBias>
+__device__ __forceinline__ void gated_act_store(const ActivationParams& p, float ds, float s, int64_t e, int64_t col,
+                                                float c0, float c1, void* dst) {
+  const bool gate_first = p.order == GateUpOrder::GATE_UP;
+  const int go = gate_first ? 0 : 1;
+  float g = __fmul_rn(gate_first ? c0 : c1, ds);
+  float u = __fmul_rn(gate_first ? c1 : c0, ds);
+  if constexpr (kBias) {
+    g = __fadd_rn(g, p.bias[e * p.R + col + go]);
+    u = __fadd_rn(u, p.bias[e * p.R + col + 1 - go]);
+  }
+  // round_to(BF16): sm90_gemm1_act_applies takes bf16 activations only.
+  const __nv_bfloat16 a = __float2bfloat16_rn(gated_as<A>(p, g, u));
+  if constexpr (kFp8) *static_cast<uint8_t*>(dst) = quant_tensor(__bfloat162float(a), s);
+  else *static_cast<__nv_bfloat16*>(dst) = a;
+}
+
+template <bool kFp8Operand>
+class GatedActEpilogue {
+ public:
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
+  using DispatchPolicy = EpilogueSchedule;
+  // Nominal types the kernel and adapter ask for; D is written by operator() below only.
+  using ThreadEpilogueOp = cutlass::epilogue::thread::LinearCombination<float, 1, float, float>;
+  using ElementOutput = float;
+  using ElementAccumulator = float;
+  using ElementCompute = float;
+  using ElementScalar = float;
+  using ElementC = void;
+  using StrideC = cutlass::detail::TagToStrideC_t<cutlass::layout::RowMajor*>;
+  using InternalStrideC = cute::remove_pointer_t<StrideC>;
+  using ElementD = float;
+  using StrideD = StrideC;
+  using InternalStrideD = InternalStrideC;
+  using GmemElementC = float;
+  using GmemTiledCopyC = void;
+  using GmemTiledCopyD = void;
+
+  struct SharedStorage {};
+  using TensorMapStorage = SharedStorage;
+
+  struct Arguments {
+    ActivationParams act;                 // out: GEMM2's operand [rows, N]
+    const int32_t* offsets = nullptr;     // device expert offsets: group g's rows start at offsets[g]
+  };
+  using Params = Arguments;
+
+  template <class ProblemShape>
+  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
+    return args;
+  }
+  template <class ProblemShape>
+  static size_t get_workspace_size(ProblemShape const&, Arguments const&, int) {
+    return 0;
+  }
+  template <class ProblemShape>
+  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
+                                              cutlass::CudaHostAdapter* = nullptr) {
+    return cutlass::Status::kSuccess;
+  }
+  template <class ProblemShape>
+  static bool can_implement(ProblemShape const&, Arguments const& args) {
+    return args.act.out != nullptr && args.offsets != nullptr;
+  }
+
+  CUTLASS_HOST_DEVICE GatedActEpilogue(Params const& p) : params(p) {}
+  CUTLASS_DEVICE bool is_source_needed() { return false; }
+
+  template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine, class FrgLayout,
+            class TiledMma, class ResidueMNK>
+  CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_MNK,
+                                 BlockCoordMNKL blk_coord_mnkl, cute::Tensor<FrgEngine, FrgLayout> const& acc,
+                                 TiledMma tiled_mma, ResidueMNK, int thread_idx, char*) {
+    using namespace cute;
+    const int M = get<0>(problem_shape_mnkl);  // rows of this expert
+    const int R = get<1>(problem_shape_mnkl);  // GEMM1 columns (2 N, even)
+    auto [m_coord, n_coord, k_coord, l_coord] = blk_coord_mnkl;
+    const int64_t e = l_coord;
+    const ActivationParams& p = params.act;
+    const int64_t row0 = params.offsets[e];
+    const float ds = p.dq.kind == Dequant::TENSOR ? __fmul_rn(tensor_scale_value(p.dq.a_tensor), p.dq.w[e]) : 1.0f;
+    // (kFp8Operand: sm90_gemm1_act_applies sends fp8 operands here with TENSOR_STATIC only.)
+    const float s = p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f;
+
+    Tensor coords = local_tile(make_identity_tensor(make_shape(M, R)), take<0, 2>(blk_shape_MNK),
+                               make_coord(m_coord, n_coord));
+    Tensor tc = tiled_mma.get_thread_slice(thread_idx).partition_C(coords);
+    static_assert(is_static<FrgLayout>::value, "accumulator layout must be static");
+    static_assert(decltype(size(acc))::value % 2 == 0, "pairs of accumulators");
+    // The first mode of the SM90 wgmma C fragment starts with the two adjacent columns of one
+    // row (values 2j, 2j + 1); the GPU tests check the pairing against the float64 oracle.
+    // Addresses: the thread's first element (m0, c0) once, then per element the fragment's static
+    // offsets (dm, dc), so each store is a base register plus constants.
+    const int m0 = get<0>(tc(0)), c0 = get<1>(tc(0));
+    constexpr int kOutBytes = kFp8Operand ? 1 : 2;
+    char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + c0 / 2) * kOutBytes;
+    auto tile = [&](auto act, auto fp8, auto bias) {
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < size(acc); i += 2) {
+        const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;  // dc even: pairs start at even columns
+        if (m0 + dm < M && c0 + dc < R)
+          gated_act_store<decltype(act)::value, decltype(fp8)::value, decltype(bias)::value>(
+              p, ds, s, e, c0 + dc, acc(i), acc(i + 1), base + (dm * p.N + dc / 2) * kOutBytes);
+      }
+    };
+    // One instance per (activation, bias) of this operand type: kFp8 is fixed by the operand
+    // (fp8 operands always take the static tensor scale here, 16-bit ones store the value).
+    constexpr bool kFp8 = kFp8Operand;
+    auto with_bias = [&](auto act) {
+      if (p.bias) tile(act, cute::bool_constant<kFp8>{}, cute::true_type{});
+      else tile(act, cute::bool_constant<kFp8>{}, cute::false_type{});
+    };
+    switch (p.act) {
+      case Activation::SILU: with_bias(std::integral_constant<Activation, Activation::SILU>{}); break;
+      case Activation::GELU: with_bias(std::integral_constant<Activation, Activation::GELU>{}); break;
+      case Activation::GELU_TANH: with_bias(std::integral_constant<Activation, Activation::GELU_TANH>{}); break;
+      default: with_bias(std::integral_constant<Activation, Activation::SWIGLUOAI>{}); break;
+    }
+  }
+
+ private:
+  Params params;
+};
+
+// The grouped GEMM1 + activation: the SwapAB = false (many rows per expert) instance of
+// GroupedGemm's mainloop with the epilogue above. One instance per operand type
+// (sm90_grouped_gemm_<family>_act.cu).
+template <class Element, class Config>
+struct GroupedGemmAct {
+  using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+  using Shape3 = typename ProblemShape::UnderlyingProblemShape;
+  static constexpr int kAlignAB = 128 / cutlass::sizeof_bits<Element>::value;
+  using TileShape = typename Config::TileShape;
+  using CollectiveEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
+      GatedActEpilogue<cute::is_same_v<Element, cutlass::float_e4m3_t>>>;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignAB, Element,
+      cutlass::layout::ColumnMajor*, kAlignAB, float, TileShape, typename Config::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using StrideA = typename Kernel::InternalStrideA;
+  using StrideB = typename Kernel::InternalStrideB;
+  static_assert(cute::size<1>(TileShape{}) % 2 == 0, "a tile holds whole gate / up pairs");
+
+  struct Arrays {
+    Shape3* problems;
+    const Element** ptr_a;
+    const Element** ptr_b;
+    StrideA* stride_a;
+    StrideB* stride_b;
+    void* cutlass_workspace;
+  };
+  static size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
+  static Arrays carve(void* base, int groups, size_t* total) {
+    size_t off = 0;
+    auto take = [&](size_t bytes) {
+      void* q = static_cast<char*>(base) + off;
+      off += align256(bytes);
+      return q;
+    };
+    const size_t g = static_cast<size_t>(groups);
+    Arrays a;
+    a.problems = static_cast<Shape3*>(take(g * sizeof(Shape3)));
+    a.ptr_a = static_cast<const Element**>(take(g * sizeof(void*)));
+    a.ptr_b = static_cast<const Element**>(take(g * sizeof(void*)));
+    a.stride_a = static_cast<StrideA*>(take(g * sizeof(StrideA)));
+    a.stride_b = static_cast<StrideB*>(take(g * sizeof(StrideB)));
+    a.cutlass_workspace = static_cast<char*>(base) + off;
+    *total = off;
+    return a;
+  }
+  static typename Gemm::Arguments arguments(const Arrays& arr, int groups, int device, int sm_count,
+                                            const ActivationParams& act, const int32_t* offsets) {
+    cutlass::KernelHardwareInfo hw;
+    hw.device_id = device;
+    hw.sm_count = sm_count;
+    typename Gemm::Arguments args;
+    args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    args.problem_shape = {groups, arr.problems, nullptr};
+    args.mainloop = {arr.ptr_a, arr.stride_a, arr.ptr_b, arr.stride_b};
+    args.epilogue.act = act;
+    args.epilogue.offsets = offsets;
+    args.hw_info = hw;
+    return args;
+  }
+  static size_t workspace_bytes(int groups, int sm_count) {
+    size_t arrays = 0;
+    Arrays arr = carve(nullptr, groups, &arrays);
+    const auto args = arguments(arr, groups, 0, sm_count, ActivationParams{}, nullptr);
+    return arrays + align256(Gemm::get_workspace_size(args));
+  }
+  static void run(const GroupedGemmArgs& g, const ActivationParams& act, cudaStream_t stream);
+};
+
+template <class Element, class StrideA, class StrideB, class Shape3>
+__global__ void setup_act_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
+                                        const Element* b, Shape3* problems, const Element** ptr_a,
+                                        const Element** ptr_b, StrideA* stride_a, StrideB* stride_b) {
+  chain_wait();
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
+  const int64_t row0 = offsets[g];
+  const int rows = offsets[g + 1] - offsets[g];
+  problems[g] = Shape3{rows, n, k};
+  ptr_a[g] = a + row0 * k;
+  ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
+  stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
+  stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
+}
+
+template <class Element, class Config>
+void GroupedGemmAct<Element, Config>::run(const GroupedGemmArgs& g, const ActivationParams& act, cudaStream_t stream) {
+  size_t arrays_bytes = 0;
+  const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
+  const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
+  launch_chained(setup_act_groups_kernel<Element, StrideA, StrideB, Shape3>, blocks, 128, 0, stream, g.groups,
+                 g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
+                 static_cast<const Element*>(g.b), arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b);
+  const auto args = arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets);
+  Gemm gemm;
+  check_cutlass(gemm.can_implement(args), "can_implement (GEMM1 + activation)");
+  check_cutlass(gemm.initialize(args, arr.cutlass_workspace, stream), "initialize (GEMM1 + activation)");
+  check_cutlass(gemm.run(stream), "run (GEMM1 + activation)");
+}
+
+}  // namespace fusedmoe::cuda::sm90

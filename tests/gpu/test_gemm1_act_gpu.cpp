@@ -1,0 +1,139 @@
+// GEMM1 with the activation in its epilogue (sm90_gated_act_epilogue.cuh): large batches of
+// bf16 / static fp8-tensor layers with interleaved gate / up rows.
+// - against the float64 oracle for every gated activation, both gate / up orders, biases,
+//   router weight on input, tiles cut by the problem edges (rows per expert and 2N not multiples
+//   of the 128 x 256 tile), with graph replay bitwise equal to the first run (check_case);
+// - bitwise equal to the unfused stages: the same layer with its rows in halves order (GEMM1 to
+//   h, then the activation kernel) gives the same output bytes, since the epilogue runs the
+//   activation kernel's arithmetic on the same sums;
+// - the fused path is the one that ran: run_timed's activation stage is empty.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <tuple>
+
+#include "gpu/gpu_test_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+struct FusedFormat {
+  Format format;
+  bool fp8_static;
+  const char* name;
+};
+const FusedFormat kFormats[] = {{Format::BF16, false, "bf16"}, {Format::FP8_TENSOR, true, "fp8_tensor_static"}};
+const Activation kActs[] = {Activation::SILU, Activation::GELU, Activation::GELU_TANH, Activation::SWIGLUOAI};
+
+// More than 32 rows per expert (the large configs), several 128-row M tiles per expert and 2N
+// over more than one 256-column N tile.
+Case fused_case(int fi, Activation act, int variant) {
+  Case c;
+  c.format = kFormats[fi].format;
+  c.fp8_static = kFormats[fi].fp8_static;
+  c.act = act;
+  c.interleaved = true;
+  c.hidden_dtype = DType::BF16;
+  c.order = variant == 0 ? GateUpOrder::GATE_UP : GateUpOrder::UP_GATE;
+  c.bias = variant == 1;
+  c.on_input = variant == 1;
+  c.topk = variant == 0 ? 2 : 3;
+  c.M = 500;
+  c.K = 512;
+  c.N = 200;  // 2N = 400: one full 256-column tile and one of 144
+  c.E = 4;
+  c.seed = 4200u + 100u * static_cast<uint64_t>(fi) + 10u * static_cast<uint64_t>(act) + variant;
+  c.w_gain = act == Activation::SWIGLUOAI ? 6.0f : 1.0f;
+  return c;
+}
+
+class Gemm1ActGpu : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+
+TEST_P(Gemm1ActGpu, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  const auto [fi, ai, variant] = GetParam();
+  check_case(fused_case(fi, kActs[ai], variant));
+}
+
+std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<int, int, int>>& info) {
+  const auto [fi, ai, variant] = info.param;
+  return std::string(kFormats[fi].name) + "_" + activation_name(kActs[ai]) +
+         (variant == 0 ? "_gate_up" : "_up_gate_bias_oninput");
+}
+
+INSTANTIATE_TEST_SUITE_P(FormatsActivations, Gemm1ActGpu,
+                         ::testing::Combine(::testing::Range(0, 2), ::testing::Range(0, 4), ::testing::Range(0, 2)),
+                         fused_case_name);
+
+// The interleaved layer's rows (and fc1 bias) in halves order: the same layer for the oracle.
+LayerFile to_halves(const LayerFile& inter) {
+  LayerFile h = inter;
+  h.config.interleaved = false;
+  const int64_t E = inter.num_experts, N = inter.inter;
+  auto permute = [&](const char* name) {
+    auto it = inter.tensors.find(name);
+    if (it == inter.tensors.end()) return;
+    const HostTensor& src = it->second;
+    HostTensor& dst = h.tensors.at(name);
+    const size_t row = src.bytes.size() / static_cast<size_t>(E * 2 * N);  // bytes per w13 row
+    for (int64_t e = 0; e < E; ++e)
+      for (int64_t r = 0; r < 2 * N; ++r) {
+        const int64_t half = r % 2, n = r / 2;  // interleaved row r = member `half` of pair n
+        const int64_t to = e * 2 * N + half * N + n, from = e * 2 * N + r;
+        std::memcpy(dst.bytes.data() + to * row, src.bytes.data() + from * row, row);
+      }
+  };
+  permute("w13_weight");
+  permute("w13_bias");
+  return h;
+}
+
+TEST(Gemm1ActPathsGpu, BitwiseEqualToUnfusedStages) {
+  FMOE_REQUIRE_GPU();
+  for (int fi = 0; fi < 2; ++fi)
+    for (Activation act : {Activation::SILU, Activation::SWIGLUOAI}) {
+      Case c = fused_case(fi, act, 1);
+      c.K = 2048;  // K > 1024: both GEMM1s on the cooperative 128 x 256 mainloop (no pingpong)
+      SCOPED_TRACE(describe(c));
+      const LayerFile inter = make_layer(c);
+      const LayerFile halves = to_halves(inter);
+      const Inputs in = make_inputs(c, c.E);
+      DeviceLayer di(inter), dh(halves);
+      Layer fused(inter.config, di.weights), unfused(halves.config, dh.weights);
+      const HostTensor a = run_gpu(fused, in), b = run_gpu(unfused, in);
+      EXPECT_TRUE(matches_oracle(a, run_oracle(halves, in), tolerance(c)));
+      EXPECT_TRUE(test::bitwise_equal(a, b)) << "fused GEMM1 + activation differs from GEMM1 then the activation kernel";
+
+      // The fused layer ran no activation kernel (its stage is two adjacent events); the halves
+      // layer did.
+      DeviceRun rf(fused, in), rh(unfused, in);
+      const StageTimes tf = fused.run_timed(rf.args), th = unfused.run_timed(rh.args);
+      EXPECT_LT(tf.activation_ms, 0.002) << "activation stage of the fused layer";
+      EXPECT_GT(th.activation_ms, tf.activation_ms);
+      EXPECT_TRUE(test::bitwise_equal(a, rf.result(in)));
+    }
+}
+
+// Paths that stay unfused with interleaved rows: dynamic fp8-tensor and fp8-channel (their
+// scales need every output's amax) and decode sizes (small-M kernels); checked against the oracle.
+TEST(Gemm1ActPathsGpu, UnfusedInterleavedCasesMatchOracle) {
+  FMOE_REQUIRE_GPU();
+  for (Format f : {Format::FP8_TENSOR, Format::FP8_CHANNEL, Format::FP16}) {
+    Case c = fused_case(0, Activation::SILU, 0);
+    c.format = f;
+    c.fp8_static = false;
+    c.hidden_dtype = f == Format::FP16 ? DType::F16 : DType::BF16;
+    c.seed += 77;
+    check_case(c);
+  }
+  for (int fi = 0; fi < 2; ++fi) {
+    Case c = fused_case(fi, Activation::GELU, 0);
+    c.M = 3;  // decode: small-M kernels
+    check_case(c);
+  }
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
