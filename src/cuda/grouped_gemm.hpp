@@ -176,9 +176,9 @@ void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
 // Whether GEMM1 `g` on `path` with activation `ap` runs as one kernel that writes GEMM2's operand
 // (ap.out) instead of h: the large-M SM90 instances of bf16 or fp8 operands (not the small-M
 // kernels or the swap-AB configs), gate / up rows interleaved, a gated activation, bf16 hidden
-// states (the activation dtype), dequant none
-// or per-tensor, and an output the epilogue can finish alone (a 16-bit operand or a static fp8
-// tensor scale; dynamic and per-row fp8 scales need every output's amax first).
+// states (the activation dtype), dequant none or per-tensor, and an output the epilogue can
+// finish alone (a 16-bit operand or a static fp8 tensor scale; dynamic and per-row fp8 scales
+// need every output's amax first).
 bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap);
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream);
 size_t sm90_grouped_gemm_bf16_act_workspace(int groups, int sm_count);

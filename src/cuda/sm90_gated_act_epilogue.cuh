@@ -1,8 +1,8 @@
 #pragma once
 // GEMM1 with the activation stage in its epilogue, for large batches on the SM90 grouped GEMM:
 // the CTA's fp32 accumulators go straight through the activation stage's arithmetic
-// (activation_math.cuh: dequant factor, fc1 bias, gated activation, rounding to the activation
-// dtype, static fp8 quantisation) to GEMM2's operand, so GEMM1's fp32 output h is neither written
+// (activation_math.cuh: dequant factor, fc1 bias, gated activation, rounding to bf16 - the
+// activation dtype of the layers it takes - static fp8 quantisation) to GEMM2's operand, so GEMM1's fp32 output h is neither written
 // nor read back and the activation kernel does not run. At 4096 tokens h is the largest
 // intermediate of small-expert layers (Qwen3-30B-A3B: 201 MB of fp32 written and read for a 25 MB
 // fp8 operand).
@@ -120,7 +120,8 @@ class GatedActEpilogue {
     const int64_t e = l_coord;
     const ActivationParams& p = params.act;
     const int64_t row0 = params.offsets[e];
-    const float ds = p.dq.kind == Dequant::TENSOR ? __fmul_rn(tensor_scale_value(p.dq.a_tensor), p.dq.w[e]) : 1.0f;
+    // The expert's dequant factor (NONE or TENSOR here: the same for every row of the tile).
+    const float ds = row_factor(p, row0, e, p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f);
     // (kFp8Operand: sm90_gemm1_act_applies sends fp8 operands here with TENSOR_STATIC only.)
     const float s = p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f;
 
@@ -145,12 +146,11 @@ class GatedActEpilogue {
               p, ds, s, e, c0 + dc, acc(i), acc(i + 1), base + (dm * p.N + dc / 2) * kOutBytes);
       }
     };
-    // One instance per (activation, bias) of this operand type: kFp8 is fixed by the operand
+    // One instance per (activation, bias) of this operand type: the store is fixed by the operand
     // (fp8 operands always take the static tensor scale here, 16-bit ones store the value).
-    constexpr bool kFp8 = kFp8Operand;
     auto with_bias = [&](auto act) {
-      if (p.bias) tile(act, cute::bool_constant<kFp8>{}, cute::true_type{});
-      else tile(act, cute::bool_constant<kFp8>{}, cute::false_type{});
+      if (p.bias) tile(act, cute::bool_constant<kFp8Operand>{}, cute::true_type{});
+      else tile(act, cute::bool_constant<kFp8Operand>{}, cute::false_type{});
     };
     switch (p.act) {
       case Activation::SILU: with_bias(std::integral_constant<Activation, Activation::SILU>{}); break;
