@@ -8,14 +8,21 @@
 // fp8 operand).
 //
 // Pairing: it needs the gate and the up sum of an output in one thread. The wgmma accumulator
-// fragment gives each thread two adjacent columns (2t, 2t + 1 of every 8-column block), so with
-// the gate / up rows interleaved ([g0, u0, g1, u1, ..], LayerConfig::interleaved) a thread holds
-// whole pairs and no data moves between threads. Halves layouts keep the unfused stages.
+// fragment of a 256-column tile gives each thread the columns 8b + 2t, 8b + 2t + 1 of the 32
+// 8-column blocks b, values 0 .. 63 in the first 128 columns and values 64 .. 127 the same
+// positions 128 columns on. So:
+// - gate / up rows interleaved ([g0, u0, g1, u1, ..], LayerConfig::interleaved): values 2j, 2j + 1
+//   are a pair;
+// - halves ([gate rows; up rows] or the reverse): the mainloop below loads the tile's B as 128 rows
+//   of the first half and the same 128 rows of the second half, so value j and value j + 64 are a
+//   pair. No weight copy, no extra traffic.
+// No data moves between threads either way.
 //
 // Built on CUTLASS's register-to-global epilogue interface (as its DefaultEpilogueArray, wrapped
 // in Sm90TmaWarpSpecializedAdapter): no shared memory, so the mainloop gets the epilogue's stages.
-// Each value is stored on its own (1 byte for fp8, 2 for bf16): the operand written is 1/8 (fp8)
-// or 1/4 (bf16) of the fp32 h bytes the unfused GEMM1 wrote through its TMA epilogue.
+// Stores go straight to global memory (interleaved: one output per store; halves: two adjacent
+// outputs): the operand written is 1/8 (fp8) or 1/4 (bf16) of the fp32 h bytes the unfused GEMM1
+// wrote through its TMA epilogue.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -33,29 +40,74 @@
 
 namespace fusedmoe::cuda::sm90 {
 
-// The arithmetic of one gate / up pair, exactly as activation.cu's act8 (interleaved branch)
-// and act_value: fix_h on each sum (dequant factor ds - 1 for NONE, where v * 1 = v - then the
-// fc1 bias), the gated activation, rounding to bf16; then the operand's store (fp8: the static
-// tensor scale s) at dst. The activation, the fp8 store and the bias are template arguments, so
-// a tile runs one straight-line instance of ~45 instructions per pair. The first version
-// switched on them per pair (19k instructions of epilogue code, 64-bit index math per store) and
-// ran GEMM1 1.3-2.7x slower than GEMM1 plus the activation kernel (H100, 2026-11-22).
-template <Activation A, bool kFp8, bool kBias>
-__device__ __forceinline__ void gated_act_store(const ActivationParams& p, float ds, float s, int64_t e, int64_t col,
-                                                float c0, float c1, void* dst) {
+// The arithmetic of one gate / up pair, exactly as activation.cu's act8 and act_value: fix_h on
+// each sum (dequant factor ds - 1 for NONE, where v * 1 = v - then the fc1 bias of its GEMM1
+// column), the gated activation, rounding to bf16. c0 / c1 are the sums of GEMM1 columns col0 /
+// col1 (gate first in GATE_UP order). The activation and the bias are template arguments, so a
+// tile runs one straight-line instance of ~45 instructions per pair. The first version switched
+// on them per pair (19k instructions of epilogue code, 64-bit index math per store) and ran GEMM1
+// 1.3-2.7x slower than GEMM1 plus the activation kernel (H100, 2026-11-22).
+template <Activation A, bool kBias>
+__device__ __forceinline__ __nv_bfloat16 gated_act_value(const ActivationParams& p, float ds, int64_t e, int64_t col0,
+                                                         int64_t col1, float c0, float c1) {
   const bool gate_first = p.order == GateUpOrder::GATE_UP;
-  const int go = gate_first ? 0 : 1;
   float g = __fmul_rn(gate_first ? c0 : c1, ds);
   float u = __fmul_rn(gate_first ? c1 : c0, ds);
   if constexpr (kBias) {
-    g = __fadd_rn(g, p.bias[e * p.R + col + go]);
-    u = __fadd_rn(u, p.bias[e * p.R + col + 1 - go]);
+    g = __fadd_rn(g, p.bias[e * p.R + (gate_first ? col0 : col1)]);
+    u = __fadd_rn(u, p.bias[e * p.R + (gate_first ? col1 : col0)]);
   }
   // round_to(BF16): sm90_gemm1_act_applies takes bf16 activations only.
-  const __nv_bfloat16 a = __float2bfloat16_rn(gated_as<A>(p, g, u));
-  if constexpr (kFp8) *static_cast<uint8_t*>(dst) = quant_tensor(__bfloat162float(a), s);
-  else *static_cast<__nv_bfloat16*>(dst) = a;
+  return __float2bfloat16_rn(gated_as<A>(p, g, u));
 }
+
+// The operand's store of one output (fp8: static tensor scale s) at dst.
+template <bool kFp8>
+__device__ __forceinline__ void operand_store(__nv_bfloat16 a, float s, char* dst) {
+  if constexpr (kFp8) *reinterpret_cast<uint8_t*>(dst) = quant_tensor(__bfloat162float(a), s);
+  else *reinterpret_cast<__nv_bfloat16*>(dst) = a;
+}
+
+// Two adjacent outputs in one store (halves: a thread's values j, j + 1 are adjacent outputs).
+template <bool kFp8>
+__device__ __forceinline__ void operand_store2(__nv_bfloat16 a0, __nv_bfloat16 a1, float s, char* dst) {
+  if constexpr (kFp8) {
+    const uint32_t q = quant_tensor(__bfloat162float(a0), s) | (uint32_t(quant_tensor(__bfloat162float(a1), s)) << 8);
+    *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(q);
+  } else {
+    *reinterpret_cast<__nv_bfloat162*>(dst) = __halves2bfloat162(a0, a1);
+  }
+}
+
+// The mainloop for halves layouts: CUTLASS's ptr-array TMA mainloop (Base, built with a dynamic
+// L stride for B so that its B descriptor is 3-D: k, n, l) with the B descriptor of each group
+// re-dimensioned after CUTLASS writes it. GEMM1's n coordinate of a 256-column tile is 256 t; the
+// descriptor then reads, with row stride K / 2 and an element stride of 2 along n, rows
+// 128 t .. 128 t + 127 of the first half (l = 0) and, through l (extent 2, stride N / 2 rows, box
+// 2), the same rows of the second half (l = 1): the box lands in shared memory as those 128 rows
+// followed by the other 128, exactly where a 256-row box would put rows 0 .. 255. Same bytes per
+// stage, same transaction count. The setup kernel asks for it per group by a B row stride that is
+// not K (K / 2, with the l stride N / 2 rows); interleaved groups (row stride K) run untouched.
+template <class Base>
+struct PairedHalvesMainloop : Base {
+  template <class TensorMapA, class TensorMapB, class ProblemShapeMNKL>
+  CUTLASS_DEVICE void tensormaps_perform_update(typename Base::TensorMapStorage& shared_tensormaps,
+                                                typename Base::Params const& mainloop_params,
+                                                cute::tuple<TensorMapA, TensorMapB> const& input_tensormaps,
+                                                ProblemShapeMNKL problem_shape_mnkl, int32_t next_batch) {
+    Base::tensormaps_perform_update(shared_tensormaps, mainloop_params, input_tensormaps, problem_shape_mnkl,
+                                    next_batch);
+    __syncwarp();
+    const int64_t row_stride = cute::get<0>(mainloop_params.dB[next_batch]);
+    if (row_stride != static_cast<int64_t>(cute::get<2>(problem_shape_mnkl)) && cute::elect_one_sync()) {
+      const uint32_t d = cute::cast_smem_ptr_to_uint(&shared_tensormaps.smem_tensormap_B);
+      // dims: 0 = k, 1 = n, 2 = l (CUTLASS wrote l's extent 1 and box 1; strides came from dB).
+      asm volatile("tensormap.replace.tile.global_dim.shared::cta.b1024.b32 [%0], 2, %1;" ::"r"(d), "r"(2));
+      asm volatile("tensormap.replace.tile.box_dim.shared::cta.b1024.b32 [%0], 2, %1;" ::"r"(d), "r"(2));
+      asm volatile("tensormap.replace.tile.element_stride.shared::cta.b1024.b32 [%0], 1, %1;" ::"r"(d), "r"(2));
+    }
+  }
+};
 
 template <bool kFp8Operand>
 class GatedActEpilogue {
@@ -129,21 +181,46 @@ class GatedActEpilogue {
                                make_coord(m_coord, n_coord));
     Tensor tc = tiled_mma.get_thread_slice(thread_idx).partition_C(coords);
     static_assert(is_static<FrgLayout>::value, "accumulator layout must be static");
-    static_assert(decltype(size(acc))::value % 2 == 0, "pairs of accumulators");
-    // The first mode of the SM90 wgmma C fragment starts with the two adjacent columns of one
-    // row (values 2j, 2j + 1); the GPU tests check the pairing against the float64 oracle.
+    constexpr int kValues = decltype(size(acc))::value;
+    static_assert(kValues % 4 == 0, "pairs of accumulators");
     // Addresses: the thread's first element (m0, c0) once, then per element the fragment's static
     // offsets (dm, dc), so each store is a base register plus constants.
     const int m0 = get<0>(tc(0)), c0 = get<1>(tc(0));
     constexpr int kOutBytes = kFp8Operand ? 1 : 2;
-    char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + c0 / 2) * kOutBytes;
+    // Halves: the output column of value 0 (below).
+    const int64_t halves_o0 = c0 - static_cast<int64_t>(n_coord) * 128;
     auto tile = [&](auto act, auto fp8, auto bias) {
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < size(acc); i += 2) {
-        const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;  // dc even: pairs start at even columns
-        if (m0 + dm < M && c0 + dc < R)
-          gated_act_store<decltype(act)::value, decltype(fp8)::value, decltype(bias)::value>(
-              p, ds, s, e, c0 + dc, acc(i), acc(i + 1), base + (dm * p.N + dc / 2) * kOutBytes);
+      constexpr Activation kA = decltype(act)::value;
+      constexpr bool kB = decltype(bias)::value;
+      if (p.interleaved) {
+        // Values 2j, 2j + 1: GEMM1 columns c, c + 1 (c even), output c / 2.
+        char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + c0 / 2) * kOutBytes;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < kValues; i += 2) {
+          const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;  // dc even: pairs start at even columns
+          if (m0 + dm < M && c0 + dc < R)
+            operand_store<decltype(fp8)::value>(
+                gated_act_value<kA, kB>(p, ds, e, c0 + dc, c0 + dc + 1, acc(i), acc(i + 1)), s,
+                base + (dm * p.N + dc / 2) * kOutBytes);
+        }
+      } else {
+        // Values j < kValues / 2 sit in the tile's first 128 columns: first-half row n_coord * 128
+        // + (column - n_coord * 256); value j + kValues / 2 is the same row of the second half
+        // (PairedHalvesMainloop). Values j, j + 1 are adjacent outputs. All columns are in range
+        // (sm90_gemm1_act_applies: N a multiple of 128).
+        const int64_t o0 = halves_o0;
+        char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + o0) * kOutBytes;
+        CUTLASS_PRAGMA_UNROLL
+        for (int i = 0; i < kValues / 2; i += 2) {
+          const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
+          if (m0 + dm < M) {
+            const int64_t o = o0 + dc;
+            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, e, o, p.N + o, acc(i), acc(i + kValues / 2));
+            const __nv_bfloat16 a1 =
+                gated_act_value<kA, kB>(p, ds, e, o + 1, p.N + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
+            operand_store2<decltype(fp8)::value>(a0, a1, s, base + (dm * p.N + dc) * kOutBytes);
+          }
+        }
       }
     };
     // One instance per (activation, bias) of this operand type: the store is fixed by the operand
@@ -175,15 +252,18 @@ struct GroupedGemmAct {
   using TileShape = typename Config::TileShape;
   using CollectiveEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
       GatedActEpilogue<cute::is_same_v<Element, cutlass::float_e4m3_t>>>;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  // B as K-major rows with a dynamic l stride (instead of ColumnMajor*'s static 0), so CUTLASS
+  // builds a 3-D B descriptor that PairedHalvesMainloop can re-dimension for halves layouts.
+  using StrideBTag = cute::Stride<int64_t, cute::Int<1>, int64_t>*;
+  using CollectiveMainloop = PairedHalvesMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignAB, Element,
-      cutlass::layout::ColumnMajor*, kAlignAB, float, TileShape, typename Config::ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp;
+      StrideBTag, kAlignAB, float, TileShape, typename Config::ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
-  static_assert(cute::size<1>(TileShape{}) % 2 == 0, "a tile holds whole gate / up pairs");
+  static_assert(cute::size<1>(TileShape{}) == 256, "halves pairing: 128 rows of each half per tile");
 
   struct Arrays {
     Shape3* problems;
@@ -238,7 +318,8 @@ struct GroupedGemmAct {
 template <class Element, class StrideA, class StrideB, class Shape3>
 __global__ void setup_act_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
                                         const Element* b, Shape3* problems, const Element** ptr_a,
-                                        const Element** ptr_b, StrideA* stride_a, StrideB* stride_b) {
+                                        const Element** ptr_b, StrideA* stride_a, StrideB* stride_b,
+                                        bool halves) {
   chain_wait();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
@@ -248,7 +329,15 @@ __global__ void setup_act_groups_kernel(int groups, const int32_t* offsets, int 
   ptr_a[g] = a + row0 * k;
   ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
   stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
-  stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
+  StrideB sb{};
+  if (halves) {  // PairedHalvesMainloop: row stride k / 2 (element stride 2), l = the second half
+    cute::get<0>(sb) = k / 2;
+    cute::get<2>(sb) = static_cast<int64_t>(n / 2) * k;
+  } else {
+    cute::get<0>(sb) = k;
+    cute::get<2>(sb) = static_cast<int64_t>(n) * k;  // l extent 1: never stepped
+  }
+  stride_b[g] = sb;
 }
 
 template <class Element, class Config>
@@ -258,7 +347,8 @@ void GroupedGemmAct<Element, Config>::run(const GroupedGemmArgs& g, const Activa
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
   launch_chained(setup_act_groups_kernel<Element, StrideA, StrideB, Shape3>, blocks, 128, 0, stream, g.groups,
                  g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
-                 static_cast<const Element*>(g.b), arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b);
+                 static_cast<const Element*>(g.b), arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b,
+                 !act.interleaved);
   const auto args = arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets);
   Gemm gemm;
   check_cutlass(gemm.can_implement(args), "can_implement (GEMM1 + activation)");

@@ -1,15 +1,18 @@
 // GEMM1 with the activation in its epilogue (sm90_gated_act_epilogue.cuh): large batches of
-// bf16 / static fp8-tensor layers with interleaved gate / up rows.
-// - against the float64 oracle for every gated activation, both gate / up orders, biases,
-//   router weight on input, tiles cut by the problem edges (rows per expert and 2N not multiples
-//   of the 128 x 256 tile), with graph replay bitwise equal to the first run (check_case);
-// - bitwise equal to the unfused stages: the same layer with its rows in halves order (GEMM1 to
-//   h, then the activation kernel) gives the same output bytes, since the epilogue runs the
-//   activation kernel's arithmetic on the same sums;
+// bf16 / static fp8-tensor layers, gate / up rows interleaved or in halves (N a multiple of 128).
+// - against the float64 oracle for every gated activation, both gate / up orders, both row
+//   layouts, biases, router weight on input, tiles cut by the problem edges (rows per expert not
+//   multiples of the 128-row tile; interleaved 2N not a multiple of the 256-column tile; halves
+//   over three 256-column tiles), with graph replay bitwise equal to the first run (check_case);
+// - bitwise equal to the unfused stages: the interleaved layer gives the output bytes of the same
+//   layer in halves order with N = 200 (not a multiple of 128: GEMM1 to h, then the activation
+//   kernel), since the epilogue runs the activation kernel's arithmetic on the same sums; and the
+//   halves layer (fused through PairedHalvesMainloop) gives the bytes of the interleaved one;
 // - the fused path is the one that ran: run_timed's activation stage is empty.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -29,12 +32,12 @@ const Activation kActs[] = {Activation::SILU, Activation::GELU, Activation::GELU
 
 // More than 32 rows per expert (the large configs), several 128-row M tiles per expert and 2N
 // over more than one 256-column N tile.
-Case fused_case(int fi, Activation act, int variant) {
+Case fused_case(int fi, Activation act, int variant, bool halves = false) {
   Case c;
   c.format = kFormats[fi].format;
   c.fp8_static = kFormats[fi].fp8_static;
   c.act = act;
-  c.interleaved = true;
+  c.interleaved = !halves;
   c.hidden_dtype = DType::BF16;
   c.order = variant == 0 ? GateUpOrder::GATE_UP : GateUpOrder::UP_GATE;
   c.bias = variant == 1;
@@ -42,29 +45,32 @@ Case fused_case(int fi, Activation act, int variant) {
   c.topk = variant == 0 ? 2 : 3;
   c.M = 500;
   c.K = 512;
-  c.N = 200;  // 2N = 400: one full 256-column tile and one of 144
+  // Interleaved: 2N = 400, one full 256-column tile and one of 144. Halves: 128 rows of each
+  // half per tile, so N = 384 (three tiles; the pairing's row offsets differ per tile).
+  c.N = halves ? 384 : 200;
   c.E = 4;
-  c.seed = 4200u + 100u * static_cast<uint64_t>(fi) + 10u * static_cast<uint64_t>(act) + variant;
+  c.seed = 4200u + 100u * static_cast<uint64_t>(fi) + 10u * static_cast<uint64_t>(act) + variant + (halves ? 5u : 0u);
   c.w_gain = act == Activation::SWIGLUOAI ? 6.0f : 1.0f;
   return c;
 }
 
-class Gemm1ActGpu : public ::testing::TestWithParam<std::tuple<int, int, int>> {};
+class Gemm1ActGpu : public ::testing::TestWithParam<std::tuple<int, int, int, bool>> {};
 
 TEST_P(Gemm1ActGpu, MatchesOracle) {
   FMOE_REQUIRE_GPU();
-  const auto [fi, ai, variant] = GetParam();
-  check_case(fused_case(fi, kActs[ai], variant));
+  const auto [fi, ai, variant, halves] = GetParam();
+  check_case(fused_case(fi, kActs[ai], variant, halves));
 }
 
-std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<int, int, int>>& info) {
-  const auto [fi, ai, variant] = info.param;
+std::string fused_case_name(const ::testing::TestParamInfo<std::tuple<int, int, int, bool>>& info) {
+  const auto [fi, ai, variant, halves] = info.param;
   return std::string(kFormats[fi].name) + "_" + activation_name(kActs[ai]) +
-         (variant == 0 ? "_gate_up" : "_up_gate_bias_oninput");
+         (variant == 0 ? "_gate_up" : "_up_gate_bias_oninput") + (halves ? "_halves" : "_interleaved");
 }
 
 INSTANTIATE_TEST_SUITE_P(FormatsActivations, Gemm1ActGpu,
-                         ::testing::Combine(::testing::Range(0, 2), ::testing::Range(0, 4), ::testing::Range(0, 2)),
+                         ::testing::Combine(::testing::Range(0, 2), ::testing::Range(0, 4), ::testing::Range(0, 2),
+                                            ::testing::Bool()),
                          fused_case_name);
 
 // The interleaved layer's rows (and fc1 bias) in halves order: the same layer for the oracle.
@@ -90,6 +96,14 @@ LayerFile to_halves(const LayerFile& inter) {
   return h;
 }
 
+// The activation stage of run_timed: the least of five runs (two adjacent events read 1-2 us
+// when the stage is empty; noise only adds to it).
+double activation_stage_ms(const Layer& layer, DeviceRun& run) {
+  double best = 1e30;
+  for (int i = 0; i < 5; ++i) best = std::min(best, layer.run_timed(run.args).activation_ms);
+  return best;
+}
+
 TEST(Gemm1ActPathsGpu, BitwiseEqualToUnfusedStages) {
   FMOE_REQUIRE_GPU();
   for (int fi = 0; fi < 2; ++fi)
@@ -109,16 +123,41 @@ TEST(Gemm1ActPathsGpu, BitwiseEqualToUnfusedStages) {
       // The fused layer ran no activation kernel (its stage is two adjacent events); the halves
       // layer did.
       DeviceRun rf(fused, in), rh(unfused, in);
-      const StageTimes tf = fused.run_timed(rf.args), th = unfused.run_timed(rh.args);
-      EXPECT_LT(tf.activation_ms, 0.002) << "activation stage of the fused layer";
-      EXPECT_GT(th.activation_ms, tf.activation_ms);
+      const double tf = activation_stage_ms(fused, rf), th = activation_stage_ms(unfused, rh);
+      EXPECT_LT(tf, 0.002) << "activation stage of the fused layer";
+      EXPECT_GT(th, tf);
       EXPECT_TRUE(test::bitwise_equal(a, rf.result(in)));
     }
 }
 
-// Paths that stay unfused with interleaved rows: dynamic fp8-tensor and fp8-channel (their
+// Halves rows fuse through PairedHalvesMainloop: the same layer with interleaved rows (fused the
+// other way, bitwise equal to the unfused stages above) gives the same bytes, and neither ran the
+// activation kernel.
+TEST(Gemm1ActPathsGpu, HalvesBitwiseEqualToInterleaved) {
+  FMOE_REQUIRE_GPU();
+  for (int fi = 0; fi < 2; ++fi)
+    for (Activation act : {Activation::SILU, Activation::SWIGLUOAI})
+      for (int variant = 0; variant < 2; ++variant) {
+        Case c = fused_case(fi, act, variant, /*halves=*/false);
+        c.N = 384;
+        c.K = 2048;
+        SCOPED_TRACE(describe(c));
+        const LayerFile inter = make_layer(c);
+        const LayerFile halves = to_halves(inter);
+        const Inputs in = make_inputs(c, c.E);
+        DeviceLayer di(inter), dh(halves);
+        Layer li(inter.config, di.weights), lh(halves.config, dh.weights);
+        const HostTensor a = run_gpu(lh, in), b = run_gpu(li, in);
+        EXPECT_TRUE(matches_oracle(a, run_oracle(halves, in), tolerance(c)));
+        EXPECT_TRUE(test::bitwise_equal(a, b)) << "halves-paired GEMM1 + activation differs from the interleaved one";
+        DeviceRun rh(lh, in);
+        EXPECT_LT(activation_stage_ms(lh, rh), 0.002) << "activation stage of the fused halves layer";
+      }
+}
+
+// Paths that stay unfused: dynamic fp8-tensor and fp8-channel (their
 // scales need every output's amax) and decode sizes (small-M kernels); checked against the oracle.
-TEST(Gemm1ActPathsGpu, UnfusedInterleavedCasesMatchOracle) {
+TEST(Gemm1ActPathsGpu, UnfusedCasesMatchOracle) {
   FMOE_REQUIRE_GPU();
   for (Format f : {Format::FP8_TENSOR, Format::FP8_CHANNEL, Format::FP16}) {
     Case c = fused_case(0, Activation::SILU, 0);
@@ -131,6 +170,18 @@ TEST(Gemm1ActPathsGpu, UnfusedInterleavedCasesMatchOracle) {
   for (int fi = 0; fi < 2; ++fi) {
     Case c = fused_case(fi, Activation::GELU, 0);
     c.M = 3;  // decode: small-M kernels
+    check_case(c);
+  }
+  // Halves rows that the pairing cannot take: N not a multiple of 128, and rows whose half is not
+  // a 16-byte multiple (bf16 K = 1032: 2064-byte rows).
+  for (int fi = 0; fi < 2; ++fi) {
+    Case c = fused_case(fi, Activation::SILU, 1, /*halves=*/true);
+    c.N = 200;
+    check_case(c);
+  }
+  {
+    Case c = fused_case(0, Activation::SILU, 0, /*halves=*/true);
+    c.K = 1032;
     check_case(c);
   }
 }
