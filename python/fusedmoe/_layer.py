@@ -41,8 +41,9 @@ class LayerConfig:
         activation: ``silu``, ``gelu``, ``gelu_tanh``, ``relu2`` (non-gated) or ``swigluoai``.
         gate_up_order: ``gate_up`` (first half of w13 is the gate: vLLM) or ``up_gate``
             (FlashInfer / TensorRT-LLM).
-        interleaved: gate and up rows alternate (any gated activation; vLLM's gpt-oss layout). On
-            the GPU at large batches this layout runs the activation inside GEMM1.
+        interleaved: gate and up rows alternate (any gated activation; vLLM's gpt-oss layout).
+            Either layout runs the activation inside GEMM1 on the GPU at large batches (bf16 and
+            static fp8-tensor; halves need N to be a multiple of 128).
         swiglu_alpha, swiglu_limit: ``swigluoai`` parameters.
         act_dtype: activation operand of ``mxfp4`` (``bf16`` or ``fp8``) and ``nvfp4``
             (``bf16`` or ``nvfp4`` = W4A4).

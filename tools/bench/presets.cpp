@@ -32,13 +32,14 @@ std::vector<Shape> builtin_presets() {
       // GEMMs are the same, only the activation reads its inputs elsewhere).
       {"gpt-oss-120b", 1, "gpt-oss-120b", "swigluoai (alpha 1.702, limit 7), halves [gate; up], biases"},
       // ... and with the checkpoint's interleaved rows [g0, u0, g1, u1, ..] (bf16 / static
-      // fp8-tensor layers run the activation inside GEMM1 there at large batches; the 4-bit
-      // formats keep it a separate stage).
+      // fp8-tensor layers run the activation inside GEMM1 there at large batches - in halves
+      // order they cannot, N = 2880 is not a multiple of 128; the 4-bit formats keep it a
+      // separate stage).
       {"gpt-oss-120b", 1, "gpt-oss-120b-interleaved", "swigluoai (alpha 1.702, limit 7), interleaved gate / up rows, biases", true},
       {"llama4-scout", 1, "llama4-scout", "top-1, router weight applied on the input"},
-      // The GPU-path presets with interleaved gate / up rows: bf16 and static fp8-tensor
-      // layers run the activation in GEMM1's epilogue at large batches there
-      // (sm90_gemm1_act_applies); same GEMMs and bytes as the halves presets.
+      // The GPU-path presets with interleaved gate / up rows: same GEMMs and bytes as the halves
+      // presets; bf16 and static fp8-tensor layers run the activation in GEMM1's epilogue at
+      // large batches in both layouts (sm90_gemm1_act_applies), paired differently.
       {"mixtral-8x7b", 1, "mixtral-8x7b-interleaved", "interleaved gate / up rows", true},
       {"qwen3-30b-a3b", 1, "qwen3-30b-a3b-tp1-interleaved", "interleaved gate / up rows", true},
       {"deepseek-v3", 1, "deepseek-v3-tp1-interleaved", "interleaved gate / up rows", true},
