@@ -10,7 +10,23 @@
 
 namespace fusedmoe::cuda {
 
-__device__ __forceinline__ float silu(float x) { return x / (1.0f + expf(-x)); }
+// x / d for the sigmoid denominators d = 1 + e^-y, y <= 88 (d in [1, 1.7e38], finite): the fast
+// path of nvcc's IEEE division (refined reciprocal, quotient, one fma correction) without its
+// FCHK-guarded slow-path branch. It gives the IEEE quotient wherever that branch would not be
+// taken; it is taken only for quotients near the underflow range (d > 2^126, i.e. y > 87: there
+// this returns 0 where IEEE gives a value below 1.5e-36). Branch-free, so the compiler can
+// interleave the activations of many outputs: the per-output branch serialised the fused GEMM1
+// epilogue (sm90_gated_act_epilogue.cuh) on its latency chain.
+__device__ __forceinline__ float div_sigmoid_den(float x, float d) {
+  float r;
+  asm("rcp.approx.f32 %0, %1;" : "=f"(r) : "f"(d));
+  r = __fmaf_rn(r, __fmaf_rn(-d, r, 1.0f), r);
+  const float q = __fmaf_rn(r, x, 0.0f);
+  return __fmaf_rn(r, __fmaf_rn(-d, q, x), q);
+}
+// e^-y with y clamped at 88 from above (the denominator stays finite; see div_sigmoid_den).
+__device__ __forceinline__ float sigmoid_den(float y) { return 1.0f + expf(fminf(-y, 88.0f)); }
+__device__ __forceinline__ float silu(float x) { return div_sigmoid_den(x, sigmoid_den(x)); }
 __device__ __forceinline__ float gelu_erf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f)); }
 __device__ __forceinline__ float gelu_tanh(float x) {
   const float k = 0.79788456080286536f;  // sqrt(2 / pi)
@@ -47,7 +63,7 @@ __device__ __forceinline__ float gated_as(const ActivationParams& p, float g, fl
     const float L = p.limit;
     g = g < L ? g : L;
     u = u < -L ? -L : (u > L ? L : u);
-    return (u + 1.0f) * g / (1.0f + expf(-p.alpha * g));
+    return div_sigmoid_den((u + 1.0f) * g, sigmoid_den(p.alpha * g));
   }
 }
 __device__ __forceinline__ float gated(const ActivationParams& p, float g, float u) {

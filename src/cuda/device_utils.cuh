@@ -47,6 +47,16 @@ __device__ __forceinline__ uint8_t to_e4m3(float v) {
 
 // Per-tensor quantisation step of quantize_fp8_with_scale: 0 stays 0 even when s == 0.
 __device__ __forceinline__ uint8_t quant_tensor(float v, float s) { return to_e4m3(v == 0.0f ? v : __fdiv_rn(v, s)); }
+// quant_tensor's value without the division's slow-path branch, for loops over many outputs
+// (the fused GEMM1 epilogue): inv_s = __frcp_rn(s), the correctly rounded reciprocal. q0 = v * inv_s
+// is within an ulp of v / s, and one fma correction with the correctly rounded reciprocal makes it
+// the correctly rounded quotient (Markstein) - the same bits as __fdiv_rn - unless it overflows,
+// where e4m3 saturates either way (q0 = inf; also s == 0).
+__device__ __forceinline__ uint8_t quant_tensor_rcp(float v, float s, float inv_s) {
+  const float q0 = __fmul_rn(v, inv_s);
+  const float q = __fmaf_rn(__fmaf_rn(-s, q0, v), inv_s, q0);
+  return to_e4m3(v == 0.0f ? v : (isfinite(q) ? q : q0));
+}
 // Per-row step of quantize_fp8_per_row.
 __device__ __forceinline__ uint8_t quant_row(float v, float s) { return to_e4m3(__fdiv_rn(v, s)); }
 __device__ __forceinline__ float scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, kMinAmax), kFp8Max); }

@@ -47,36 +47,39 @@ namespace fusedmoe::cuda::sm90 {
 // tile runs one straight-line instance of ~45 instructions per pair. The first version switched
 // on them per pair (19k instructions of epilogue code, 64-bit index math per store) and ran GEMM1
 // 1.3-2.7x slower than GEMM1 plus the activation kernel (H100, 2026-11-22).
+// bias_e: the expert's fc1 bias row (kBias).
 template <Activation A, bool kBias>
-__device__ __forceinline__ __nv_bfloat16 gated_act_value(const ActivationParams& p, float ds, int64_t e, int64_t col0,
-                                                         int64_t col1, float c0, float c1) {
+__device__ __forceinline__ __nv_bfloat16 gated_act_value(const ActivationParams& p, float ds, const float* bias_e,
+                                                         int col0, int col1, float c0, float c1) {
   const bool gate_first = p.order == GateUpOrder::GATE_UP;
   float g = __fmul_rn(gate_first ? c0 : c1, ds);
   float u = __fmul_rn(gate_first ? c1 : c0, ds);
   if constexpr (kBias) {
-    g = __fadd_rn(g, p.bias[e * p.R + (gate_first ? col0 : col1)]);
-    u = __fadd_rn(u, p.bias[e * p.R + (gate_first ? col1 : col0)]);
+    g = __fadd_rn(g, bias_e[gate_first ? col0 : col1]);
+    u = __fadd_rn(u, bias_e[gate_first ? col1 : col0]);
   }
   // round_to(BF16): sm90_gemm1_act_applies takes bf16 activations only.
   return __float2bfloat16_rn(gated_as<A>(p, g, u));
 }
 
-// The operand's store of one output (fp8: static tensor scale s) at dst.
-template <bool kFp8>
-__device__ __forceinline__ void operand_store(__nv_bfloat16 a, float s, char* dst) {
-  if constexpr (kFp8) *reinterpret_cast<uint8_t*>(dst) = quant_tensor(__bfloat162float(a), s);
-  else *reinterpret_cast<__nv_bfloat16*>(dst) = a;
+// A global store under a predicate, in PTX: the value is an operand of the asm whatever the
+// predicate, so nvcc cannot sink its computation into a branch around the store. With a C++ `if`
+// it did (one branch per output pair), and the activations of successive pairs could not overlap.
+__device__ __forceinline__ void st_if(bool pred, void* dst, uint32_t v, int bytes) {
+  if (bytes == 1)
+    asm volatile("{.reg .pred p; setp.ne.b32 p, %2, 0; @p st.global.b8 [%0], %1;}" ::"l"(dst), "r"(v), "r"(int(pred)) : "memory");
+  else if (bytes == 2)
+    asm volatile("{.reg .pred p; setp.ne.b32 p, %2, 0; @p st.global.b16 [%0], %1;}" ::"l"(dst), "h"(uint16_t(v)), "r"(int(pred)) : "memory");
+  else
+    asm volatile("{.reg .pred p; setp.ne.b32 p, %2, 0; @p st.global.b32 [%0], %1;}" ::"l"(dst), "r"(v), "r"(int(pred)) : "memory");
 }
 
-// Two adjacent outputs in one store (halves: a thread's values j, j + 1 are adjacent outputs).
+// The operand's bits of one output (fp8: static tensor scale s, inv_s = __frcp_rn(s); the
+// branch-free quant_tensor_rcp gives quant_tensor's bits).
 template <bool kFp8>
-__device__ __forceinline__ void operand_store2(__nv_bfloat16 a0, __nv_bfloat16 a1, float s, char* dst) {
-  if constexpr (kFp8) {
-    const uint32_t q = quant_tensor(__bfloat162float(a0), s) | (uint32_t(quant_tensor(__bfloat162float(a1), s)) << 8);
-    *reinterpret_cast<uint16_t*>(dst) = static_cast<uint16_t>(q);
-  } else {
-    *reinterpret_cast<__nv_bfloat162*>(dst) = __halves2bfloat162(a0, a1);
-  }
+__device__ __forceinline__ uint32_t operand_bits(__nv_bfloat16 a, float s, float inv_s) {
+  if constexpr (kFp8) return quant_tensor_rcp(__bfloat162float(a), s, inv_s);
+  else return __bfloat16_as_ushort(a);
 }
 
 // The mainloop for halves layouts: CUTLASS's ptr-array TMA mainloop (Base, built with a dynamic
@@ -176,6 +179,8 @@ class GatedActEpilogue {
     const float ds = row_factor(p, row0, e, p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f);
     // (kFp8Operand: sm90_gemm1_act_applies sends fp8 operands here with TENSOR_STATIC only.)
     const float s = p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f;
+    const float inv_s = __frcp_rn(s);
+    const float* const bias_e = p.bias ? p.bias + e * p.R : nullptr;
 
     Tensor coords = local_tile(make_identity_tensor(make_shape(M, R)), take<0, 2>(blk_shape_MNK),
                                make_coord(m_coord, n_coord));
@@ -189,37 +194,42 @@ class GatedActEpilogue {
     constexpr int kOutBytes = kFp8Operand ? 1 : 2;
     // Halves: the output column of value 0 (below).
     const int64_t halves_o0 = c0 - static_cast<int64_t>(n_coord) * 128;
+    // Every value is computed, rows past M included (the TMA's zeros), and only the stores are
+    // predicated (st_if): the unrolled loop has no branch, so nvcc overlaps the activations of
+    // many outputs. Measured against taking one branch per row of the fragment (skipping rows
+    // past M): that was 9% faster on Mixtral fp8 (full tiles) but 5-7% slower on DeepSeek-V3 at
+    // 4096 tokens (H100, 2026-11-22, bench/results/2026-11-22-h100-branch-free-epilogue).
     auto tile = [&](auto act, auto fp8, auto bias) {
       constexpr Activation kA = decltype(act)::value;
       constexpr bool kB = decltype(bias)::value;
+      constexpr bool kF = decltype(fp8)::value;
       if (p.interleaved) {
         // Values 2j, 2j + 1: GEMM1 columns c, c + 1 (c even), output c / 2.
         char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + c0 / 2) * kOutBytes;
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < kValues; i += 2) {
           const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;  // dc even: pairs start at even columns
-          if (m0 + dm < M && c0 + dc < R)
-            operand_store<decltype(fp8)::value>(
-                gated_act_value<kA, kB>(p, ds, e, c0 + dc, c0 + dc + 1, acc(i), acc(i + 1)), s,
-                base + (dm * p.N + dc / 2) * kOutBytes);
+          const bool in = c0 + dc < R;
+          const int col = in ? c0 + dc : 0;  // the bias row is read in bounds past R too
+          const __nv_bfloat16 v = gated_act_value<kA, kB>(p, ds, bias_e, col, col + 1, acc(i), acc(i + 1));
+          st_if(m0 + dm < M && in, base + (dm * p.N + dc / 2) * kOutBytes, operand_bits<kF>(v, s, inv_s), kOutBytes);
         }
       } else {
         // Values j < kValues / 2 sit in the tile's first 128 columns: first-half row n_coord * 128
         // + (column - n_coord * 256); value j + kValues / 2 is the same row of the second half
-        // (PairedHalvesMainloop). Values j, j + 1 are adjacent outputs. All columns are in range
-        // (sm90_gemm1_act_applies: N a multiple of 128).
-        const int64_t o0 = halves_o0;
-        char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + o0) * kOutBytes;
+        // (PairedHalvesMainloop). Values j, j + 1 are adjacent outputs, one store. All columns
+        // are in range (sm90_gemm1_act_applies: N a multiple of 128).
+        char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + halves_o0) * kOutBytes;
+        const int n2 = static_cast<int>(p.N);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < kValues / 2; i += 2) {
           const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
-          if (m0 + dm < M) {
-            const int64_t o = o0 + dc;
-            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, e, o, p.N + o, acc(i), acc(i + kValues / 2));
-            const __nv_bfloat16 a1 =
-                gated_act_value<kA, kB>(p, ds, e, o + 1, p.N + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
-            operand_store2<decltype(fp8)::value>(a0, a1, s, base + (dm * p.N + dc) * kOutBytes);
-          }
+          const int o = static_cast<int>(halves_o0) + dc;
+          const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
+          const __nv_bfloat16 a1 =
+              gated_act_value<kA, kB>(p, ds, bias_e, o + 1, n2 + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
+          st_if(m0 + dm < M, base + (dm * p.N + dc) * kOutBytes,
+                operand_bits<kF>(a0, s, inv_s) | (operand_bits<kF>(a1, s, inv_s) << (8 * kOutBytes)), 2 * kOutBytes);
         }
       }
     };
