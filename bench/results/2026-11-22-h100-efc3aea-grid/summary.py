@@ -1,0 +1,27 @@
+import json, math, sys
+new = json.load(open(sys.argv[1]))['points']
+old = {(p['preset'], p['format'], p['M']): p for p in json.load(open(sys.argv[2]))['points']}
+peers = json.load(open(sys.argv[3]))
+old_name = sys.argv[4] if len(sys.argv) > 4 else 'old'
+presets = ['mixtral-8x7b', 'qwen3-30b-a3b-tp1', 'deepseek-v3-tp1', 'deepseek-v3-tp8']
+Ms = [1, 8, 64, 256, 1024, 4096]
+fmts = ['bf16', 'fp8-tensor', 'fp8-channel', 'fp8-block']
+idx = {(p['preset'], p['format'], p['M']): p for p in new}
+print('| preset | format | ' + ' | '.join(f'M={m}' for m in Ms) + ' |')
+print('|---|---|' + '---:|' * len(Ms))
+for pr in presets:
+    for f in fmts:
+        cells = []
+        for m in Ms:
+            p = idx[(pr, f, m)]
+            o = old.get((pr, f, m))
+            cells.append(f"{p['median_ms']*1000:.1f} ({p['pct_roofline']:.1f}%)" + (f" [{o['pct_roofline']:.1f}]" if o else ''))
+        print(f'| {pr} | {f} | ' + ' | '.join(cells) + ' |')
+print()
+for f in fmts:
+    g = [idx[(pr, f, m)]['pct_roofline'] for pr in presets for m in Ms]
+    go = [old[(pr, f, m)]['pct_roofline'] for pr in presets for m in Ms if (pr, f, m) in old]
+    t = [idx[(pr, f, m)]['median_ms'] / old[(pr, f, m)]['median_ms'] for pr in presets for m in Ms if (pr, f, m) in old]
+    met = sum(1 for pr in presets for m in Ms if idx[(pr, f, m)]['pct_roofline'] >= (80 if m >= 64 else 50))
+    gm = lambda v: math.exp(sum(math.log(x) for x in v) / len(v))
+    print(f"{f}: geomean {gm(g):.1f}% ({old_name} {gm(go):.1f}%), time vs {old_name} {gm(t):.3f} (M=4096 only {gm([idx[(pr,f,4096)]['median_ms']/old[(pr,f,4096)]['median_ms'] for pr in presets]):.3f}), per-point targets met {met}/24")
