@@ -104,6 +104,17 @@ double activation_stage_ms(const Layer& layer, DeviceRun& run) {
   return best;
 }
 
+// One case as two layers on the GPU: its rows interleaved, and the same rows in halves order.
+struct InterleavedAndHalves {
+  explicit InterleavedAndHalves(const Case& c)
+      : inter(make_layer(c)), halves(to_halves(inter)), in(make_inputs(c, c.E)), di(inter), dh(halves),
+        li(inter.config, di.weights), lh(halves.config, dh.weights) {}
+  LayerFile inter, halves;
+  Inputs in;
+  DeviceLayer di, dh;
+  Layer li, lh;
+};
+
 TEST(Gemm1ActPathsGpu, BitwiseEqualToUnfusedStages) {
   FMOE_REQUIRE_GPU();
   for (int fi = 0; fi < 2; ++fi)
@@ -111,22 +122,18 @@ TEST(Gemm1ActPathsGpu, BitwiseEqualToUnfusedStages) {
       Case c = fused_case(fi, act, 1);
       c.K = 2048;  // K > 1024: both GEMM1s on the cooperative 128 x 256 mainloop (no pingpong)
       SCOPED_TRACE(describe(c));
-      const LayerFile inter = make_layer(c);
-      const LayerFile halves = to_halves(inter);
-      const Inputs in = make_inputs(c, c.E);
-      DeviceLayer di(inter), dh(halves);
-      Layer fused(inter.config, di.weights), unfused(halves.config, dh.weights);
-      const HostTensor a = run_gpu(fused, in), b = run_gpu(unfused, in);
-      EXPECT_TRUE(matches_oracle(a, run_oracle(halves, in), tolerance(c)));
+      InterleavedAndHalves l(c);  // N = 200: the halves layer cannot pair rows and runs unfused
+      const HostTensor a = run_gpu(l.li, l.in), b = run_gpu(l.lh, l.in);
+      EXPECT_TRUE(matches_oracle(a, run_oracle(l.halves, l.in), tolerance(c)));
       EXPECT_TRUE(test::bitwise_equal(a, b)) << "fused GEMM1 + activation differs from GEMM1 then the activation kernel";
 
       // The fused layer ran no activation kernel (its stage is two adjacent events); the halves
       // layer did.
-      DeviceRun rf(fused, in), rh(unfused, in);
-      const double tf = activation_stage_ms(fused, rf), th = activation_stage_ms(unfused, rh);
+      DeviceRun rf(l.li, l.in), rh(l.lh, l.in);
+      const double tf = activation_stage_ms(l.li, rf), th = activation_stage_ms(l.lh, rh);
       EXPECT_LT(tf, 0.002) << "activation stage of the fused layer";
       EXPECT_GT(th, tf);
-      EXPECT_TRUE(test::bitwise_equal(a, rf.result(in)));
+      EXPECT_TRUE(test::bitwise_equal(a, rf.result(l.in)));
     }
 }
 
@@ -142,16 +149,12 @@ TEST(Gemm1ActPathsGpu, HalvesBitwiseEqualToInterleaved) {
         c.N = 384;
         c.K = 2048;
         SCOPED_TRACE(describe(c));
-        const LayerFile inter = make_layer(c);
-        const LayerFile halves = to_halves(inter);
-        const Inputs in = make_inputs(c, c.E);
-        DeviceLayer di(inter), dh(halves);
-        Layer li(inter.config, di.weights), lh(halves.config, dh.weights);
-        const HostTensor a = run_gpu(lh, in), b = run_gpu(li, in);
-        EXPECT_TRUE(matches_oracle(a, run_oracle(halves, in), tolerance(c)));
+        InterleavedAndHalves l(c);
+        const HostTensor a = run_gpu(l.lh, l.in), b = run_gpu(l.li, l.in);
+        EXPECT_TRUE(matches_oracle(a, run_oracle(l.halves, l.in), tolerance(c)));
         EXPECT_TRUE(test::bitwise_equal(a, b)) << "halves-paired GEMM1 + activation differs from the interleaved one";
-        DeviceRun rh(lh, in);
-        EXPECT_LT(activation_stage_ms(lh, rh), 0.002) << "activation stage of the fused halves layer";
+        DeviceRun rh(l.lh, l.in);
+        EXPECT_LT(activation_stage_ms(l.lh, rh), 0.002) << "activation stage of the fused halves layer";
       }
 }
 

@@ -1,3 +1,8 @@
+"""Per-point table of a bf16 / fp8 GPU-path grid against an earlier one (% of roofline, ratios,
+per-point issue-3 targets met), as the grid READMEs in bench/results quote it.
+
+    python3 bench/grid_summary.py NEW/fusedmoe-bench.json OLD/fusedmoe-bench.json NEW/peers.json [OLD_NAME]
+"""
 import json, math, sys
 new = json.load(open(sys.argv[1]))['points']
 old = {(p['preset'], p['format'], p['M']): p for p in json.load(open(sys.argv[2]))['points']}
