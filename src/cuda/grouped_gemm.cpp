@@ -104,10 +104,10 @@ bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const Activ
     return false;
   if (g.d_dtype != DType::F32 || small_m_takes(g, path) || sm90_use_small_config(g)) return false;
   if (ap.act == Activation::RELU2 || g.n != 2 * ap.N || ap.op != g.op) return false;
-  // Halves: PairedHalvesMainloop reads 128 rows of each half per tile (N a multiple of 128) with
-  // a row stride of half a row (16-byte multiple for TMA).
+  // Halves: PairedHalvesMainloop reads 128 rows of each half per tile with a row stride of half a
+  // row (a 16-byte multiple for TMA); the epilogue stores two adjacent outputs (N even).
   const int64_t row_bytes = g.k * (g.op == Operand::FP8 ? 1 : 2);
-  if (!ap.interleaved && (ap.N % 128 != 0 || row_bytes % 32 != 0)) return false;
+  if (!ap.interleaved && (ap.N % 2 != 0 || row_bytes % 32 != 0)) return false;
   if (ap.act_dtype != DType::BF16) return false;  // the epilogue rounds to bf16 only (fp16 / fp32 hidden: unfused)
   if (ap.dq.kind != Dequant::NONE && ap.dq.kind != Dequant::TENSOR) return false;
   if (g.op == Operand::FP8) return ap.quant == Fp8Quant::TENSOR_STATIC;

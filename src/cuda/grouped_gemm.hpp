@@ -175,8 +175,8 @@ void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
 // ---- GEMM1 with the activation stage in its epilogue (sm90_gated_act_epilogue.cuh) ----
 // Whether GEMM1 `g` on `path` with activation `ap` runs as one kernel that writes GEMM2's operand
 // (ap.out) instead of h: the large-M SM90 instances of bf16 or fp8 operands (not the small-M
-// kernels or the swap-AB configs), gate / up rows interleaved or in halves (halves: N a multiple
-// of 128 and half a w13 row a 16-byte multiple, for the paired row-block loads), a gated activation, bf16 hidden
+// kernels or the swap-AB configs), gate / up rows interleaved or in halves (halves: N even
+// and half a w13 row a 16-byte multiple, for the paired row-block loads), a gated activation, bf16 hidden
 // states (the activation dtype), dequant none or per-tensor, and an output the epilogue can
 // finish alone (a 16-bit operand or a static fp8 tensor scale; dynamic and per-row fp8 scales
 // need every output's amax first).

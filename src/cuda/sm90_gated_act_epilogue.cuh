@@ -89,7 +89,9 @@ __device__ __forceinline__ uint32_t operand_bits(__nv_bfloat16 a, float s, float
 // 128 t .. 128 t + 127 of the first half (l = 0) and, through l (extent 2, stride N / 2 rows, box
 // 2), the same rows of the second half (l = 1): the box lands in shared memory as those 128 rows
 // followed by the other 128, exactly where a 256-row box would put rows 0 .. 255. Same bytes per
-// stage, same transaction count. The setup kernel asks for it per group by a B row stride that is
+// stage, same transaction count. When N is not a multiple of 128, the last tile's coordinates past
+// N (the n extent stays the problem's 2N, which is 2 x N / 2 half rows) are out of bounds in both
+// halves and the TMA fills zeros: no row of the other half or of the next expert is read. The setup kernel asks for it per group by a B row stride that is
 // not K (K / 2, with the l stride N / 2 rows); interleaved groups (row stride K) run untouched.
 template <class Base>
 struct PairedHalvesMainloop : Base {
@@ -217,18 +219,19 @@ class GatedActEpilogue {
       } else {
         // Values j < kValues / 2 sit in the tile's first 128 columns: first-half row n_coord * 128
         // + (column - n_coord * 256); value j + kValues / 2 is the same row of the second half
-        // (PairedHalvesMainloop). Values j, j + 1 are adjacent outputs, one store. All columns
-        // are in range (sm90_gemm1_act_applies: N a multiple of 128).
+        // (PairedHalvesMainloop). Values j, j + 1 are adjacent outputs, one store (N even:
+        // sm90_gemm1_act_applies), both past N in the last tile when N % 128 != 0.
         char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + halves_o0) * kOutBytes;
         const int n2 = static_cast<int>(p.N);
         CUTLASS_PRAGMA_UNROLL
         for (int i = 0; i < kValues / 2; i += 2) {
           const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
-          const int o = static_cast<int>(halves_o0) + dc;
+          const bool in = static_cast<int>(halves_o0) + dc < n2;
+          const int o = in ? static_cast<int>(halves_o0) + dc : 0;  // the bias row is read in bounds
           const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
           const __nv_bfloat16 a1 =
               gated_act_value<kA, kB>(p, ds, bias_e, o + 1, n2 + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
-          st_if(m0 + dm < M, base + (dm * p.N + dc) * kOutBytes,
+          st_if(m0 + dm < M && in, base + (dm * p.N + dc) * kOutBytes,
                 operand_bits<kF>(a0, s, inv_s) | (operand_bits<kF>(a1, s, inv_s) << (8 * kOutBytes)), 2 * kOutBytes);
         }
       }
