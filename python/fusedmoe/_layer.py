@@ -43,7 +43,7 @@ class LayerConfig:
             (FlashInfer / TensorRT-LLM).
         interleaved: gate and up rows alternate (any gated activation; vLLM's gpt-oss layout).
             Either layout runs the activation inside GEMM1 on the GPU at large batches (bf16 and
-            static fp8-tensor; halves need N to be a multiple of 128).
+            static fp8-tensor; halves need an even N and half a w13 row of 16-byte multiples).
         swiglu_alpha, swiglu_limit: ``swigluoai`` parameters.
         act_dtype: activation operand of ``mxfp4`` (``bf16`` or ``fp8``) and ``nvfp4``
             (``bf16`` or ``nvfp4`` = W4A4).

@@ -32,9 +32,8 @@ std::vector<Shape> builtin_presets() {
       // GEMMs are the same, only the activation reads its inputs elsewhere).
       {"gpt-oss-120b", 1, "gpt-oss-120b", "swigluoai (alpha 1.702, limit 7), halves [gate; up], biases"},
       // ... and with the checkpoint's interleaved rows [g0, u0, g1, u1, ..] (bf16 / static
-      // fp8-tensor layers run the activation inside GEMM1 there at large batches - in halves
-      // order they cannot, N = 2880 is not a multiple of 128; the 4-bit formats keep it a
-      // separate stage).
+      // fp8-tensor layers run the activation inside GEMM1 at large batches in either order; the
+      // 4-bit formats keep it a separate stage).
       {"gpt-oss-120b", 1, "gpt-oss-120b-interleaved", "swigluoai (alpha 1.702, limit 7), interleaved gate / up rows, biases", true},
       {"llama4-scout", 1, "llama4-scout", "top-1, router weight applied on the input"},
       // The GPU-path presets with interleaved gate / up rows: same GEMMs and bytes as the halves
