@@ -36,9 +36,10 @@ struct LayerConfig {
   Format format = Format::BF16;
   Activation activation = Activation::SILU;
   GateUpOrder gate_up_order = GateUpOrder::GATE_UP;
-  // gate/up rows alternate [g0,u0,g1,u1,..] (gated activations; relu2 has no pairs). The CUDA
-  // backend fuses the activation into GEMM1 at large batches for this layout only (a thread of
-  // the GEMM holds both sums of a pair); layer files store it for swigluoai only (LAYER_FILE.md).
+  // gate/up rows alternate [g0,u0,g1,u1,..] (gated activations; relu2 has no pairs); false: the
+  // halves [gate; up] (or [up; gate], gate_up_order). The CUDA backend fuses the activation into
+  // GEMM1 at large batches for both layouts; layer files store `interleaved` for swigluoai only
+  // (LAYER_FILE.md).
   bool interleaved = false;
   float swiglu_alpha = 1.702f;
   float swiglu_limit = 7.0f;

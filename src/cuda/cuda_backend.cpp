@@ -536,9 +536,9 @@ class CudaBackend final : public BackendImpl {
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
     } else if (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap)) {
-      // Large batches of bf16 / static fp8-tensor layers (gate / up interleaved, or halves with N %
-      // 128 == 0): the activation in GEMM1's epilogue (no h, no activation kernel); as above, the
-      // activation stage of run_timed() reads 0.
+      // Large batches of bf16 / static fp8-tensor layers (sm90_gemm1_act_applies): the activation
+      // in GEMM1's epilogue (no h, no activation kernel); as above, the activation stage of
+      // run_timed() reads 0.
       run_grouped_gemm1_act(g1, ap, stream);
       mark(2);
     } else {

@@ -44,7 +44,7 @@ namespace fusedmoe::cuda::sm90 {
 // each sum (dequant factor ds - 1 for NONE, where v * 1 = v - then the fc1 bias of its GEMM1
 // column), the gated activation, rounding to bf16. c0 / c1 are the sums of GEMM1 columns col0 /
 // col1 (gate first in GATE_UP order). The activation and the bias are template arguments, so a
-// tile runs one straight-line instance of ~45 instructions per pair. The first version switched
+// tile runs one straight-line instance of ~40-50 instructions per pair (SASS of efc3aea). The first version switched
 // on them per pair (19k instructions of epilogue code, 64-bit index math per store) and ran GEMM1
 // 1.3-2.7x slower than GEMM1 plus the activation kernel (H100, 2026-11-22).
 // bias_e: the expert's fc1 bias row (kBias).
