@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cuda/stream_gemm.hpp"
 #include "fusedmoe/error.hpp"
 
 namespace fusedmoe::cuda {
@@ -139,12 +140,17 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   if (path == GemmPath::SM90_FP8_BLOCK) {
     // Decode-like calls stream the weights on the small-M path, as the other fp8 formats.
     if (small_m_takes(args, path)) small_m_grouped_gemm(args, stream, true);
+    else if (stream_gemm_takes(args, path)) stream_grouped_gemm(args, path, stream);
     else if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_blockwise_d16(args, stream);
     else sm90_grouped_gemm_fp8_blockwise(args, stream);
     return;
   }
   if (small_m_takes(args, path)) {
     small_m_grouped_gemm(args, stream);
+    return;
+  }
+  if (stream_gemm_takes(args, path)) {
+    stream_grouped_gemm(args, path, stream);
     return;
   }
   switch (args.op) {

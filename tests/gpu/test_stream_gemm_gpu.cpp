@@ -1,0 +1,235 @@
+// The weight-streaming grouped GEMM (stream_gemm.cu) called directly, against a float64 host
+// product of the same exactly representable operands (bf16 / fp16 / e4m3 values, fp32 D; fp8-block
+// with fp32 block scales). What it must get right: experts with no rows (their weights are NaN
+// bytes; only rows past n of a partial block may touch them, and those outputs are never stored),
+// experts with more rows than one token batch (kTokTile = 64: 70 rows), row counts that are not a
+// multiple of the 8-token MMA tile, n not a multiple of the 128-row weight block (100), several
+// weight blocks per CTA (short k), k not a multiple of the 128-byte stage (the TMA's zeros past
+// k), and a CUDA-graph replay giving the same bits. D is poisoned with NaN before each run.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cuda/grouped_gemm.hpp"
+#include "cuda/stream_gemm.hpp"
+#include "fusedmoe/error.hpp"
+#include "gpu/gpu_test_util.hpp"
+#include "gpu/operand_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+using cuda::GemmPath;
+using cuda::Operand;
+
+const std::vector<int32_t> kCounts = {0, 3, 70, 0, 17, 1, 33, 8, 0};
+
+struct Problem {
+  Operand op;
+  int64_t n, k;
+  bool block;  // fp8-block scales
+  std::vector<int32_t> offsets;
+  int64_t rows = 0;
+  Operands a;
+  std::vector<Operands> b;
+  std::vector<float> sa, sw;  // block: [rows x k/128] per expert column-major; [groups, n/128, k/128]
+  DeviceBuffer a_d, b_d, d_d, off_d, sa_d, sw_d;
+  cuda::GroupedGemmArgs g;
+
+  Problem(Operand op_, int64_t n_, int64_t k_, bool block_) : op(op_), n(n_), k(k_), block(block_) {
+    const int groups = static_cast<int>(kCounts.size());
+    offsets.assign(groups + 1, 0);
+    for (int e = 0; e < groups; ++e) offsets[e + 1] = offsets[e] + kCounts[e];
+    rows = offsets[groups];
+    std::mt19937 rng(static_cast<uint32_t>(n * 31 + k * 7 + static_cast<int>(op) + (block ? 1000 : 0)));
+    a = random_operand(op, rows * k, 1.0f, rng);
+    const size_t elem = op == Operand::FP8 ? 1 : 2, expert_bytes = static_cast<size_t>(n * k) * elem;
+    a_d = DeviceBuffer(a.bytes.size());
+    b_d = DeviceBuffer(groups * expert_bytes);
+    d_d = DeviceBuffer(rows * n * 4);
+    off_d = DeviceBuffer(offsets.size() * 4);
+    a_d.upload(a.bytes.data(), a.bytes.size());
+    FMOE_CUDA(cudaMemset(b_d.get(), 0xFF, groups * expert_bytes));  // NaN in every operand type
+    b.resize(groups);
+    for (int e = 0; e < groups; ++e)
+      if (kCounts[e] > 0) {
+        b[e] = random_operand(op, n * k, block ? 1.0f : 0.05f, rng);
+        FMOE_CUDA(cudaMemcpy(static_cast<char*>(b_d.get()) + e * expert_bytes, b[e].bytes.data(), expert_bytes,
+                             cudaMemcpyHostToDevice));
+      }
+    off_d.upload(offsets.data(), offsets.size() * 4);
+    g.op = op;
+    g.a = a_d.get();
+    g.b = b_d.get();
+    g.d = d_d.get();
+    g.n = n;
+    g.k = k;
+    g.groups = groups;
+    g.expert_offsets = static_cast<const int32_t*>(off_d.get());
+    g.max_rows = rows;
+    if (block) {
+      std::uniform_real_distribution<float> ud(0.25f, 4.0f);
+      sa.resize(rows * (k / 128));
+      sw.resize(groups * (n / 128) * (k / 128));
+      for (auto& v : sa) v = ud(rng) * 1e-3f;
+      for (auto& v : sw) v = ud(rng) * 1e-2f;
+      sa_d = DeviceBuffer(sa.size() * 4);
+      sw_d = DeviceBuffer(sw.size() * 4);
+      sa_d.upload(sa.data(), sa.size() * 4);
+      sw_d.upload(sw.data(), sw.size() * 4);
+      g.a_scale = static_cast<const float*>(sa_d.get());
+      g.b_scale = static_cast<const float*>(sw_d.get());
+    }
+  }
+  GemmPath path() const { return block ? GemmPath::SM90_FP8_BLOCK : GemmPath::SM90_TMA; }
+
+  std::vector<float> download() {
+    std::vector<float> d(rows * n);
+    d_d.download(d.data(), d.size() * 4);
+    return d;
+  }
+
+  // Every routed element within a few fp32 ulps of the magnitude sum of its exact products.
+  void check(const std::vector<float>& d) const {
+    const int64_t kbs = k / 128, nbs = n / 128;
+    for (size_t e = 0; e < kCounts.size(); ++e)
+      for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
+        for (int64_t c = 0; c < n; ++c) {
+          double ref = 0.0, mag = 0.0;
+          for (int64_t i = 0; i < k; ++i) {
+            double p = static_cast<double>(a.values[r * k + i]) * b[e].values[c * k + i];
+            if (block)
+              p *= static_cast<double>(sa[offsets[e] * kbs + (i / 128) * kCounts[e] + (r - offsets[e])]) *
+                   sw[(e * nbs + c / 128) * kbs + i / 128];
+            ref += p;
+            mag += std::fabs(p);
+          }
+          const float got = d[r * n + c];
+          ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << c << " not written";
+          ASSERT_LE(std::fabs(got - ref), 1e-5 * mag + 1e-30)
+              << "expert " << e << " row " << r << " col " << c << " got " << got << " want " << ref;
+        }
+  }
+};
+
+void run_and_check(Problem& p) {
+  ASSERT_TRUE(cuda::stream_gemm_applies(p.g, p.path()));
+  FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+  cuda::stream_grouped_gemm(p.g, p.path(), nullptr);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> d = p.download();
+  p.check(d);
+  if (::testing::Test::HasFatalFailure()) return;
+  // Replayed from a CUDA graph (the tensor maps travel as kernel parameters): the same bits.
+  cudaStream_t s;
+  FMOE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FMOE_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  cuda::stream_grouped_gemm(p.g, p.path(), s);
+  FMOE_CUDA(cudaStreamEndCapture(s, &graph));
+  FMOE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+  FMOE_CUDA(cudaGraphLaunch(exec, s));
+  FMOE_CUDA(cudaStreamSynchronize(s));
+  const std::vector<float> again = p.download();
+  FMOE_CUDA(cudaGraphExecDestroy(exec));
+  FMOE_CUDA(cudaGraphDestroy(graph));
+  FMOE_CUDA(cudaStreamDestroy(s));
+  ASSERT_EQ(0, std::memcmp(d.data(), again.data(), d.size() * 4)) << "graph replay differs";
+}
+
+class StreamGemm : public ::testing::TestWithParam<std::tuple<Operand, int64_t, int64_t>> {};
+
+TEST_P(StreamGemm, MatchesFloat64Product) {
+  FMOE_REQUIRE_GPU();
+  const auto [op, n, k] = GetParam();
+  Problem p(op, n, k, false);
+  run_and_check(p);
+}
+
+// k = 2048: 16 (fp8) / 32 (16-bit) stages per block; k = 1296: the last stage partial (1296 and
+// 2592 bytes); k = 256: short rows, several weight blocks per CTA. n = 100: one partial block;
+// n = 1280: ten blocks.
+INSTANTIATE_TEST_SUITE_P(Shapes, StreamGemm,
+                         ::testing::Combine(::testing::Values(Operand::BF16, Operand::FP16, Operand::FP8),
+                                            ::testing::Values(int64_t{100}, int64_t{1280}),
+                                            ::testing::Values(int64_t{2048}, int64_t{1296}, int64_t{256})),
+                         [](const auto& info) {
+                           const Operand op = std::get<0>(info.param);
+                           return std::string(op == Operand::BF16 ? "bf16" : op == Operand::FP16 ? "fp16" : "fp8") +
+                                  "_n" + std::to_string(std::get<1>(info.param)) + "_k" +
+                                  std::to_string(std::get<2>(info.param));
+                         });
+
+class StreamGemmBlock : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
+
+TEST_P(StreamGemmBlock, MatchesFloat64Product) {
+  FMOE_REQUIRE_GPU();
+  const auto [n, k] = GetParam();
+  Problem p(Operand::FP8, n, k, true);
+  run_and_check(p);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, StreamGemmBlock,
+                         ::testing::Combine(::testing::Values(int64_t{128}, int64_t{1280}),
+                                            ::testing::Values(int64_t{2048}, int64_t{256})),
+                         [](const auto& info) {
+                           return "n" + std::to_string(std::get<0>(info.param)) + "_k" +
+                                  std::to_string(std::get<1>(info.param));
+                         });
+
+// What it refuses (and throws on, naming the sizes) instead of reading misaligned or unscaled data;
+// which calls run_grouped_gemm gives it.
+TEST(StreamGemmRules, RefusesAndTakes) {
+  cuda::GroupedGemmArgs g;
+  alignas(16) static uint8_t dummy[64];
+  const float scale = 1.0f;
+  g.op = Operand::FP8;
+  g.a = g.b = dummy;
+  g.groups = 128;
+  g.n = 1536;
+  g.k = 2048;
+  g.max_rows = 512;  // Qwen3-30B-A3B at 64 tokens: 4 rows per expert
+  EXPECT_TRUE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SIMT));
+  EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_FP8_BLOCK));  // no scales
+  g.a_scale = g.b_scale = &scale;
+  EXPECT_TRUE(cuda::stream_gemm_applies(g, GemmPath::SM90_FP8_BLOCK));
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));  // measured slower: CUTLASS's
+  g.max_rows = 8;  // one token: the small-M kernels
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 16;  // 16 rows per expert: fp8 keeps the swap-AB config, bf16 streams
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.op = Operand::BF16;
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 32;  // 32: the swap-AB config for both
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 64;  // 64 rows per expert: the large tile configs
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.op = Operand::FP8;
+  g.max_rows = 512;
+  g.k = 1288;  // rows of 1288 bytes: not a 16-byte multiple
+  EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
+  EXPECT_THROW(cuda::stream_grouped_gemm(g, GemmPath::SM90_TMA, nullptr), Error);
+  g.k = 2048;
+  g.a = dummy + 8;  // misaligned activations
+  EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
+  g.a = dummy;
+  g.d_dtype = DType::BF16;  // fp32 D only
+  EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
+  g.d_dtype = DType::F32;
+  g.op = Operand::FP32;
+  EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
