@@ -12,16 +12,25 @@
 // as one [groups * n, k] byte matrix; the activations as [rows, k]), so nothing is rewritten on
 // the device. A CTA owns one expert and a run of 128-row weight blocks of it and streams them
 // through a ring of kStages shared-memory stages (128 weight rows x 128 bytes of k, and up to
-// kTokTile activation rows of the same k range), one producer warp issuing the copies, eight
-// consumer warps (16 weight rows each) multiplying with mma.sync (m16n8k16 bf16 / fp16,
-// m16n8k32 e4m3) straight from the 128-byte-swizzled stages. The ring runs on across the CTA's
-// weight blocks, so the next block's loads overlap this block's last MMAs and stores. Experts
-// with more than kTokTile rows are done kTokTile rows at a time (the weights re-read per batch).
+// kTokTile activation rows of the same k range, both in the 128-byte swizzle), one producer warp
+// issuing the copies and two consumer warpgroups (64 weight rows each) running wgmma on the
+// stages as they are (the weights as the m64 A operand, the tokens as B, N = 8 / 16 / 32 / 64 by
+// the expert's rows). The ring runs on across the CTA's weight blocks, so the next block's loads
+// overlap this block's last MMAs and stores. Experts with more than kTokTile rows are done
+// kTokTile rows at a time (the weights re-read per batch).
 //
-// Numerics: fp32 accumulation of exact products (bf16 x bf16, fp16 x fp16, e4m3 x e4m3 are exact
-// in fp32), the sum order the MMA's, fixed: deterministic, but not the bits of the CUTLASS tile
-// GEMM. fp8-block (kBlock): each 128-wide k block's MMA sums start from zero and are added to the
-// accumulator times activation scale x weight-block scale (one fmaf), as the small-M kernel does.
+// Numerics: bf16 / fp16 products are exact and summed in fp32 in the wgmma's registers across the
+// whole k. fp8: each stage's (128 k values) wgmma sums start from zero and are added to fp32
+// registers (the tensor cores sum e4m3 products with a short fraction: measured ~1.5e-5 of the
+// magnitude sum per 128-wide block on random full-range operands); fp8-block (kBlock) adds them
+// times activation scale x weight-block scale (one fmaf), as the small-M kernel and CUTLASS's
+// blockwise GEMM promote each k block. The sum order is fixed: deterministic, but not the bits of
+// the CUTLASS tile GEMM this replaces.
+//
+// Rejected first version (v1, bench/results/2026-11-26-h200-stream-gemm/v1-mma-sync): eight
+// warps of mma.sync with operands loaded from the stages by ld.shared. At 16+ rows per expert
+// fp8 became issue-bound (1.35x the swap-AB config's layer time at 32 rows) and fp8-block paid
+// a dependent scale load per tile and stage.
 #include <cuda.h>
 #include <cudaTypedefs.h>
 #include <cuda_runtime.h>
@@ -34,9 +43,9 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/grouped_gemm.hpp"
-#include "cuda/small_m_mma.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/stream_gemm.hpp"
+#include "cuda/wgmma_util.cuh"
 #include "fusedmoe/error.hpp"
 
 namespace fusedmoe::cuda {
@@ -88,14 +97,76 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_u32(bar))
       : "memory");
 }
-// 16 bytes of a 128-byte-swizzled tile: chunk c (0..7) of row r sits at chunk c ^ (r % 8).
-// (asm volatile: the stage is written by the TMA, which the compiler cannot see.)
-__device__ __forceinline__ uint4 lds_swz(uint32_t tile, int r, int c) {
-  uint4 v;
-  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "r"(tile + r * kStageK + ((c ^ (r & 7)) << 4)));
-  return v;
+// wgmma (D += A x B, both operands in shared memory, K-major, 128-byte swizzle, as the TMA lays
+// the stages out): m64 x N x 32 bytes of k (k32 e4m3 or k16 bf16 / fp16), N = 8, 16, 32 or 64
+// tokens, d[0 .. N / 2) of each thread. accumulate 0: D = A x B.
+#define FMOE_SG_R4 "{%0,%1,%2,%3}"
+#define FMOE_SG_R8 "{%0,%1,%2,%3,%4,%5,%6,%7}"
+#define FMOE_SG_R16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define FMOE_SG_R32                                                                                        \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
+  "%28,%29,%30,%31}"
+#define FMOE_SG_O4(d) "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+#define FMOE_SG_O8(d) FMOE_SG_O4(d), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+#define FMOE_SG_O16(d) \
+  FMOE_SG_O8(d), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+#define FMOE_SG_O32(d)                                                                                          \
+  FMOE_SG_O16(d), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), \
+      "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),  \
+      "+f"(d[31])
+// SHAPE: "m64nXkY.f32.T.T"; R / O: the register list and operands of N / 2 floats; A, B, P: the
+// operand numbers of the two descriptors and the accumulate flag; TAIL: ", 0, 0" (no transposes)
+// for the 16-bit types, empty for e4m3.
+#define FMOE_SG_WGMMA(SHAPE, R, O, A, B, P, TAIL)                                                       \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %" P ", 0;\nwgmma.mma_async.sync.aligned." SHAPE " " R \
+               ", %" A ", %" B ", p, 1, 1" TAIL ";\n}\n"                                               \
+               : O(d)                                                                                    \
+               : "l"(desc_a), "l"(desc_b), "r"(accumulate))
+
+template <Operand OP, int N>
+__device__ __forceinline__ void wgmma_step(float (&d)[kTokTile / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(N == 8 || N == 16 || N == 32 || N == 64, "token tile of 8, 16, 32 or 64");
+#define FMOE_SG_TYPES(NS, R, O, A, B, P)                                                   \
+  if constexpr (OP == Operand::FP8) FMOE_SG_WGMMA("m64n" NS "k32.f32.e4m3.e4m3", R, O, A, B, P, ""); \
+  else if constexpr (OP == Operand::BF16) FMOE_SG_WGMMA("m64n" NS "k16.f32.bf16.bf16", R, O, A, B, P, ", 0, 0"); \
+  else FMOE_SG_WGMMA("m64n" NS "k16.f32.f16.f16", R, O, A, B, P, ", 0, 0");
+  if constexpr (N == 8) {
+    FMOE_SG_TYPES("8", FMOE_SG_R4, FMOE_SG_O4, "4", "5", "6")
+  } else if constexpr (N == 16) {
+    FMOE_SG_TYPES("16", FMOE_SG_R8, FMOE_SG_O8, "8", "9", "10")
+  } else if constexpr (N == 32) {
+    FMOE_SG_TYPES("32", FMOE_SG_R16, FMOE_SG_O16, "16", "17", "18")
+  } else {
+    FMOE_SG_TYPES("64", FMOE_SG_R32, FMOE_SG_O32, "32", "33", "34")
+  }
+#undef FMOE_SG_TYPES
+}
+
+// One stage (kStageK bytes of k = 4 wgmma k steps of 32 bytes) of a warpgroup: its 64 weight rows
+// at sa x the N token rows at sb, into d (accumulate 0: the stage's sums alone).
+template <Operand OP, int N>
+__device__ __forceinline__ void wgmma_stage(float (&d)[kTokTile / 2], uint32_t sa, uint32_t sb, bool accumulate) {
+  const uint64_t da = wg::smem_desc(sa), db = wg::smem_desc(sb);
+  wg::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kStageK / 32; ++kk)  // a 32-byte k step adds 2 to the descriptor's address field
+    wgmma_step<OP, N>(d, da + 2 * kk, db + 2 * kk, accumulate || kk > 0 ? 1 : 0);
+}
+
+// A whole stage of a warpgroup with the wgmma width nw (8, 16, 32 or 64 tokens), waited for.
+template <Operand OP>
+__device__ __forceinline__ void mma_stage(float (&d)[kTokTile / 2], uint32_t sa, uint32_t sb, int nw,
+                                          bool accumulate) {
+  wg::fence_operand(d);
+  switch (nw) {
+    case 8: wgmma_stage<OP, 8>(d, sa, sb, accumulate); break;
+    case 16: wgmma_stage<OP, 16>(d, sa, sb, accumulate); break;
+    case 32: wgmma_stage<OP, 32>(d, sa, sb, accumulate); break;
+    default: wgmma_stage<OP, 64>(d, sa, sb, accumulate); break;
+  }
+  wg::wgmma_commit();
+  wg::wgmma_wait<0>();
+  wg::fence_operand(d);
 }
 
 // grid: (CTAs per expert, active experts); block: kWarps warps. nb_per_cta weight blocks per CTA.
@@ -109,6 +180,9 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
   chain_wait();
   extern __shared__ uint8_t smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
+  // kBlock: activation scale x weight-block scale of each token row of the stage's k block,
+  // written by the producer warp (it arrives on full[] after its stores).
+  __shared__ float stage_scale[kBlock ? kStages : 1][kTokTile];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
 
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
@@ -120,11 +194,15 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
   if (nbn <= 0) return;
   const int ksteps = static_cast<int>((k_bytes + kStageK - 1) / kStageK);
   const int batches = (rows + kTokTile - 1) / kTokTile;
+  const int kblocks = static_cast<int>(k_bytes / 128);  // kBlock: fp8, k a multiple of 128
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  // full[s]: the producer's expect_tx arrival (+ kBlock: one per producer lane after its scale
+  // stores) and the copies' bytes; empty[s]: one arrival per consumer warp.
+  constexpr uint32_t kFullArrivals = kBlock ? 1 + 32 : 1;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kStages; ++s) {
-      mbar_init(&full[s], 1);
+      mbar_init(&full[s], kFullArrivals);
       mbar_init(&empty[s], kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -132,7 +210,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // producer
-    if (lane != 0) return;
+    if (!kBlock && lane != 0) return;
     int it = 0;
     for (int tb = 0; tb < batches; ++tb) {
       const int tok = min(kTokTile, rows - tb * kTokTile);
@@ -142,86 +220,87 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
         for (int ks = 0; ks < ksteps; ++ks, ++it) {
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(&empty[s], ((it / kStages) - 1) & 1);
-          uint8_t* st = smem + s * kStageBytes;
-          mbar_expect_tx(&full[s], bytes);
-          tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
-          for (int bx = 0; bx < boxes; ++bx)
-            tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK, row0 + tb * kTokTile + bx * kTokBox,
-                        &full[s]);
+          if (lane == 0) {
+            uint8_t* st = smem + s * kStageBytes;
+            mbar_expect_tx(&full[s], bytes);
+            tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
+            for (int bx = 0; bx < boxes; ++bx)
+              tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK,
+                          row0 + tb * kTokTile + bx * kTokBox, &full[s]);
+          }
+          if constexpr (kBlock) {
+            // Expert e's activation scales: [k / 128, rows] column-major from row0 * k / 128 on.
+            const float sb = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
+            const float* sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
+            for (int r = lane; r < kTokTile; r += 32) {
+              const int row = tb * kTokTile + r;
+              stage_scale[s][r] = row < rows ? __ldg(sa + row) * sb : 0.0f;
+            }
+            mbar_arrive(&full[s]);
+          }
         }
     }
     return;
   }
 
-  // Consumers: warp w multiplies weight rows 16 w .. 16 w + 15 of the block.
-  const int g = lane >> 2, t = lane & 3, wr = warp * 16 + g;
-  const int kblocks = static_cast<int>(k_bytes / 128);  // kBlock: fp8, k a multiple of 128
-  float acc[kTokTile / 8][4];
+  // Consumers: warpgroup wg multiplies weight rows 64 wg .. 64 wg + 63 of the block; in it, warp
+  // w4 holds rows 16 w4 + g and 16 w4 + g + 8 of every 8-token column block j (d[4 j .. 4 j + 3]:
+  // tokens 8 j + 2 t, 8 j + 2 t + 1 of row g, then of row g + 8), as mma.sync's C fragment.
+  const int wgi = warp >> 2, g = lane >> 2, t = lane & 3, wr = wgi * 64 + (warp & 3) * 16 + g;
+  // fp8: the tensor cores sum a stage's e4m3 products with a short fraction (not fp32), so each
+  // stage's sums are computed on their own (part) and added to acc in fp32 - the promotion of
+  // CUTLASS's default fp8 schedule, which the swap-AB config this replaces used. 16-bit types
+  // accumulate in the wgmma's own fp32 registers across the stages.
+  constexpr bool kPromote = kBlock || OP == Operand::FP8;
+  float acc[kTokTile / 2];
+  float part[kTokTile / 2];  // kPromote: one stage's sums
   int it = 0;
   for (int tb = 0; tb < batches; ++tb) {
     const int tok = min(kTokTile, rows - tb * kTokTile);
-    const int nt = (tok + 7) / 8;
+    const int nt = (tok + 7) / 8;                             // 8-token column blocks with rows
+    const int nw = nt <= 1 ? 8 : nt <= 2 ? 16 : nt <= 4 ? 32 : 64;  // the wgmma's N
     for (int nb = nb0; nb < nb0 + nbn; ++nb) {
 #pragma unroll
-      for (int i = 0; i < kTokTile / 8; ++i) acc[i][0] = acc[i][1] = acc[i][2] = acc[i][3] = 0.0f;
+      for (int i = 0; i < kTokTile / 2; ++i) acc[i] = 0.0f;
       for (int ks = 0; ks < ksteps; ++ks, ++it) {
         const int s = it % kStages;
-        // kBlock: the weight block's scale of this k block and where its activation scales start
-        // (the rows of expert e: [k / 128, rows] column-major from row0 * k / 128 on).
-        float sb = 0.0f;
-        const float* sa = nullptr;
-        if constexpr (kBlock) {
-          sb = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
-          sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
-        }
         mbar_wait(&full[s], (it / kStages) & 1);
-        const uint32_t sw = smem_u32(smem + s * kStageBytes), sx = sw + kWBytes;
-        constexpr int kKB = kStageK / small_m::kKBlockBytes;  // 64-byte k blocks per stage
-        uint4 w_lo[kKB], w_hi[kKB];
+        const uint32_t st = smem_u32(smem + s * kStageBytes), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
+        if constexpr (kPromote) mma_stage<OP>(part, sw, sx, nw, false);
+        else mma_stage<OP>(acc, sw, sx, nw, true);
+        if constexpr (kPromote && !kBlock) {
 #pragma unroll
-        for (int j = 0; j < kKB; ++j) {
-          w_lo[j] = lds_swz(sw, wr, 4 * j + t);
-          w_hi[j] = lds_swz(sw, wr + 8, 4 * j + t);
-        }
-        // One n-tile at a time (kBlock: its block sums promoted at once, so only one tile of
-        // partial sums is live).
+          for (int j = 0; j < kTokTile / 8; ++j) {
+            if (j >= nt) break;
 #pragma unroll
-        for (int i = 0; i < kTokTile / 8; ++i)
-          if (i < nt) {
-            float part[4] = {0.0f, 0.0f, 0.0f, 0.0f}, sc[2] = {0.0f, 0.0f};
-            if constexpr (kBlock) {
-#pragma unroll
-              for (int q = 0; q < 2; ++q) {
-                const int r = tb * kTokTile + i * 8 + 2 * t + q;
-                if (r < rows) sc[q] = __ldg(sa + r) * sb;
-              }
-            }
-#pragma unroll
-            for (int j = 0; j < kKB; ++j) {
-              const uint4 x = lds_swz(sx, i * 8 + g, 4 * j + t);
-              if constexpr (kBlock) small_m::mma_kblock<OP>(part, w_lo[j], w_hi[j], x);
-              else small_m::mma_kblock<OP>(acc[i], w_lo[j], w_hi[j], x);
-            }
-            if constexpr (kBlock) {
-#pragma unroll
-              for (int v = 0; v < 4; ++v) acc[i][v] = fmaf(part[v], sc[v & 1], acc[i][v]);
-            }
+            for (int v = 0; v < 4; ++v) acc[4 * j + v] += part[4 * j + v];
           }
+        }
+        if constexpr (kBlock) {
+#pragma unroll
+          for (int j = 0; j < kTokTile / 8; ++j) {
+            if (j >= nt) break;
+            const float2 sc = *reinterpret_cast<const float2*>(&stage_scale[s][8 * j + 2 * t]);
+            acc[4 * j + 0] = fmaf(part[4 * j + 0], sc.x, acc[4 * j + 0]);
+            acc[4 * j + 1] = fmaf(part[4 * j + 1], sc.y, acc[4 * j + 1]);
+            acc[4 * j + 2] = fmaf(part[4 * j + 2], sc.x, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(part[4 * j + 3], sc.y, acc[4 * j + 3]);
+          }
+        }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
       }
-      // acc[i]: weight rows wr (values 0, 1) and wr + 8 (2, 3) x tokens 8 i + 2 t (+1) of this batch.
       const int c0 = nb * kBN + wr;
 #pragma unroll
-      for (int i = 0; i < kTokTile / 8; ++i) {
-        if (i >= nt) break;
+      for (int j = 0; j < kTokTile / 8; ++j) {
+        if (j >= nt) break;
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          const int r = tb * kTokTile + i * 8 + 2 * t + q;
+          const int r = tb * kTokTile + j * 8 + 2 * t + q;
           if (r < rows) {
             float* drow = d + static_cast<int64_t>(row0 + r) * n;
-            if (c0 < n) drow[c0] = acc[i][q];
-            if (c0 + 8 < n) drow[c0 + 8] = acc[i][2 + q];
+            if (c0 < n) drow[c0] = acc[4 * j + q];
+            if (c0 + 8 < n) drow[c0 + 8] = acc[4 * j + 2 + q];
           }
         }
       }

@@ -96,8 +96,13 @@ struct Problem {
     return d;
   }
 
-  // Every routed element within a few fp32 ulps of the magnitude sum of its exact products.
-  void check(const std::vector<float>& d) const {
+  // Every routed element within tol x the magnitude sum of its exact products: 1e-5 (a few fp32
+  // ulps) for the 16-bit types; 1e-4 for e4m3, whose tensor-core sums inside a 128-wide stage
+  // keep a short fraction (measured up to 1.5e-5 on these operands, H200, 2026-11-26).
+  // Returns the worst error / magnitude seen.
+  double check(const std::vector<float>& d) const {
+    const double tol = op == Operand::FP8 ? 1e-4 : 1e-5;
+    double worst = 0.0;
     const int64_t kbs = k / 128, nbs = n / 128;
     for (size_t e = 0; e < kCounts.size(); ++e)
       for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
@@ -112,10 +117,14 @@ struct Problem {
             mag += std::fabs(p);
           }
           const float got = d[r * n + c];
-          ASSERT_TRUE(std::isfinite(got)) << "row " << r << " col " << c << " not written";
-          ASSERT_LE(std::fabs(got - ref), 1e-5 * mag + 1e-30)
+          EXPECT_TRUE(std::isfinite(got)) << "row " << r << " col " << c << " not written";
+          if (!std::isfinite(got)) return 1.0;
+          EXPECT_LE(std::fabs(got - ref), tol * mag + 1e-30)
               << "expert " << e << " row " << r << " col " << c << " got " << got << " want " << ref;
+          if (std::fabs(got - ref) > tol * mag + 1e-30) return 1.0;
+          worst = std::max(worst, std::fabs(got - ref) / (mag + 1e-30));
         }
+    return worst;
   }
 };
 
@@ -125,8 +134,9 @@ void run_and_check(Problem& p) {
   cuda::stream_grouped_gemm(p.g, p.path(), nullptr);
   FMOE_CUDA(cudaDeviceSynchronize());
   const std::vector<float> d = p.download();
-  p.check(d);
-  if (::testing::Test::HasFatalFailure()) return;
+  const double worst = p.check(d);
+  if (::testing::Test::HasFailure()) return;
+  ::testing::Test::RecordProperty("worst_relative_error", std::to_string(worst));
   // Replayed from a CUDA graph (the tensor maps travel as kernel parameters): the same bits.
   cudaStream_t s;
   FMOE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
@@ -203,19 +213,13 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SIMT));
   EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_FP8_BLOCK));  // no scales
   g.a_scale = g.b_scale = &scale;
-  EXPECT_TRUE(cuda::stream_gemm_applies(g, GemmPath::SM90_FP8_BLOCK));
-  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));  // measured slower: CUTLASS's
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));
   g.max_rows = 8;  // one token: the small-M kernels
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.max_rows = 128 * 16;  // 16 rows per expert: fp8 keeps the swap-AB config, bf16 streams
-  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.op = Operand::BF16;
+  g.max_rows = 128 * 32;  // 32 rows per expert: still the swap-AB range
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.max_rows = 128 * 32;  // 32: the swap-AB config for both
-  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64;  // 64 rows per expert: the large tile configs
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.op = Operand::FP8;
   g.max_rows = 512;
   g.k = 1288;  // rows of 1288 bytes: not a 16-byte multiple
   EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
