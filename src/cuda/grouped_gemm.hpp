@@ -55,14 +55,13 @@ struct GroupedGemmArgs {
   const float* b_scale = nullptr;
 };
 
-// Tile-config choice of the SM90 families: the swap-AB config (weights on the MMA's 128-row
-// side, tokens on a 64-wide N tile) while the expected rows per active expert are at most half
-// an N tile (decode and small batches: the GEMMs stream weights and the MMA work of padding a
-// few rows to 128 would compete with the loads); the large configs above that. At a full N tile
-// (64 rows per expert) the large configs were faster, H100 (2026-11-21,
+// The few-rows range: at most kSmallConfigMaxRowsPerGroup expected rows per active expert
+// (decode and small batches: the GEMMs stream weights). It was CUTLASS's swap-AB configs (weights
+// on the MMA's 128-row side, tokens on a 64-wide N tile); since 2026-11-26 it is the stream GEMM
+// (stream_gemm.hpp), and the SM90 instances serve the calls above it. The bound is the swap-AB
+// configs': at 64 rows per expert the large configs were faster than them, H100 (2026-11-21,
 // bench/results/2026-11-21-h100-small-config-threshold): Mixtral M=256 bf16 / fp8 / fp8-block
-// -16% / -14% / -13%, Qwen3 M=1024 bf16 -8%, fp8 -0.5%; at 32 rows per expert both choices
-// are the swap-AB config (unchanged).
+// -16% / -14% / -13%, Qwen3 M=1024 bf16 -8%, fp8 -0.5%; the stream GEMM was not measured there.
 constexpr int64_t kSmallConfigMaxRowsPerGroup = 32;
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
   const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;  // experts that can have rows
@@ -81,20 +80,8 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
   return a.k <= kPingpongMaxK && a.d_dtype == DType::F32 && !sm90_use_small_config(a);
 }
 
-// fp8 swap-AB calls with short K (the Qwen3 / DeepSeek-TP8 down projections at small and medium
-// batches): a 256-row weight tile, so half as many tiles each pay the per-tile start and
-// epilogue around a mainloop of only 2-8 K tiles. H100 (2026-11-21,
-// bench/results/2026-11-21-h100-small-tall-tile): DeepSeek-V3 TP8 fp8 layer -5..-8% at
-// M = 8..256, Qwen3 +1.0..-1.8%; a 128x32 tile was 1% slower, a pingpong 64x64 one 9%; the same
-// tile for bf16 measured even (geomean 0.998) and was not kept. fp8-block's blockwise GEMM takes
-// it too (DeepSeek-V3 TP8 -4..-5% at M = 8..256).
-constexpr int64_t kSmallTallMaxK = 1024;
-inline bool sm90_use_small_tall_config(const GroupedGemmArgs& a) {
-  return a.k <= kSmallTallMaxK && sm90_use_small_config(a);
-}
-
 // Whether the call runs a large-M SM90 instance that can also write D in bf16: bf16 or fp8
-// operands on SM90_TMA, or SM90_FP8_BLOCK; not on the small-M kernels or the swap-AB configs; n
+// operands on SM90_TMA, or SM90_FP8_BLOCK; not on the small-M kernels or in the few-rows range; n
 // a multiple of 8 (16-byte D rows). The layer rounds GEMM2's y to bf16 there when its output is bf16: y is
 // [tokens * topk, hidden], at 4096 tokens of DeepSeek-V3 TP8 0.94 GB in fp32 written by GEMM2
 // and read back by the finalize (src/cuda/NOTES.md, "GEMM2's y in bf16").

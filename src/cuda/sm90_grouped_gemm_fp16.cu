@@ -1,6 +1,7 @@
 // SM90 grouped GEMM instances for fp16 operands (format fp16). See sm90_grouped_gemm.cuh.
-// Two instances (each about 100 s and 3 GB of compiler memory): a 128x128 tile for many rows
-// per expert, and a swap-AB 128x64 tile for few (sm90_use_small_config in grouped_gemm.hpp).
+// One instance (about 100 s and 3 GB of compiler memory): a cooperative 128x256 tile. Few rows per
+// expert (sm90_use_small_config) run on the stream GEMM (stream_gemm.cu) instead; its swap-AB
+// 128x64 instance was removed on 2026-11-26.
 #include <algorithm>
 
 #include "cuda/sm90_grouped_gemm.cuh"
@@ -16,20 +17,15 @@ using namespace cute;
 using LargeConfig = sm90::TileConfig<Shape<_128, _256, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-using SmallConfig = sm90::TileConfig<Shape<_128, _64, _64>, Shape<_1, _1, _1>,
-                                     cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
-                                     cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
 using LargeGemm = sm90::GroupedGemm<cutlass::half_t, LargeConfig, /*SwapAB=*/false>;
-using SmallGemm = sm90::GroupedGemm<cutlass::half_t, SmallConfig, /*SwapAB=*/true>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp16_workspace(int groups, int sm_count) {
-  return std::max(LargeGemm::workspace_bytes(groups, sm_count), SmallGemm::workspace_bytes(groups, sm_count));
+  return LargeGemm::workspace_bytes(groups, sm_count);
 }
 
 void sm90_grouped_gemm_fp16(const GroupedGemmArgs& args, cudaStream_t stream) {
-  if (sm90_use_small_config(args)) SmallGemm::run(args, stream);
-  else LargeGemm::run(args, stream);
+  LargeGemm::run(args, stream);
 }
 
 }  // namespace fusedmoe::cuda

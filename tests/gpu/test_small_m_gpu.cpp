@@ -197,9 +197,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SmallMGemmBlock,
                                   std::to_string(std::get<1>(info.param));
                          });
 
-// The host rules that pick the fp8-block decode path and the SM90 tile configs, at the shapes
-// they were measured on (bench/results/2026-11-21-h100-fp8-block-small-m, -small-tall-tile,
-// -small-config-threshold).
+// The host rules that pick the fp8-block decode path and the few-rows range, at the shapes they
+// were measured on (bench/results/2026-11-21-h100-fp8-block-small-m, -small-config-threshold).
 TEST(SmallMRules, MeasuredChoices) {
   cuda::GroupedGemmArgs g;
   g.op = Operand::FP8;
@@ -223,7 +222,7 @@ TEST(SmallMRules, MeasuredChoices) {
   EXPECT_TRUE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));
   g.b_scale = nullptr;  // without weight scales the small-M block kernel is not taken
   EXPECT_FALSE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));
-  // Swap-AB config up to 32 expected rows per active expert; the 256-row swap-AB tile with k <= 1024.
+  // The few-rows range (the stream GEMM's) up to 32 expected rows per active expert.
   g.groups = 8;
   g.max_rows = 256;  // Mixtral M = 128: 32 rows per expert
   EXPECT_TRUE(cuda::sm90_use_small_config(g));
@@ -231,10 +230,6 @@ TEST(SmallMRules, MeasuredChoices) {
   EXPECT_FALSE(cuda::sm90_use_small_config(g));
   g.groups = 256;
   g.max_rows = 512;  // DeepSeek-V3 TP8 M = 64
-  g.k = 256;
-  EXPECT_TRUE(cuda::sm90_use_small_tall_config(g));
-  g.k = 7168;  // its GEMM1
-  EXPECT_FALSE(cuda::sm90_use_small_tall_config(g));
   EXPECT_TRUE(cuda::sm90_use_small_config(g));
 }
 

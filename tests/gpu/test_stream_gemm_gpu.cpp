@@ -97,11 +97,13 @@ struct Problem {
   }
 
   // Every routed element within tol x the magnitude sum of its exact products: 1e-5 (a few fp32
-  // ulps) for the 16-bit types; 1e-4 for e4m3, whose tensor-core sums inside a 128-wide stage
-  // keep a short fraction (measured up to 1.5e-5 on these operands, H200, 2026-11-26).
+  // ulps) for the 16-bit types; 5e-4 for e4m3, whose tensor-core sums inside a 128-wide stage keep
+  // a short fraction (the hardware's; CUTLASS's fp8 schedules see the same within a promotion
+  // interval). Measured on these operands (H200, 2026-11-26): up to 1.2e-4 at k = 256, 3e-5 at
+  // k = 2048; an error of the kernel (a wrong row, scale or k block) is of the order of 1.
   // Returns the worst error / magnitude seen.
   double check(const std::vector<float>& d) const {
-    const double tol = op == Operand::FP8 ? 1e-4 : 1e-5;
+    const double tol = op == Operand::FP8 ? 5e-4 : 1e-5;
     double worst = 0.0;
     const int64_t kbs = k / 128, nbs = n / 128;
     for (size_t e = 0; e < kCounts.size(); ++e)
