@@ -451,6 +451,9 @@ class CudaBackend final : public BackendImpl {
     g1.workspace_bytes = gemm_ws_bytes_;
     g1.sm_count = sm_count_;
     g1.device = device_;
+    // Decode-size GEMMs on the small-M kernels only in front of the decode fusions (below); the
+    // other small calls stream on the stream GEMM (GroupedGemmArgs::small_m_ok).
+    g1.small_m_ok = !w4_ && small_m_fusion_pays(M, topk, E);
     g1.a_scale = b.block_scale1;
     g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
     // h stays fp32: bf16 h and y together were measured on an H200 (2026-11-21) at 0.3-4% (bf16)

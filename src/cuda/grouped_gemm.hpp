@@ -42,6 +42,11 @@ struct GroupedGemmArgs {
   // start its weight loads early. False when the kernel right before wrote them (the plan inside
   // the gather, launch_plan_gather): they are final only after the wait.
   bool offsets_final_at_launch = true;
+  // The caller lets decode-size calls run on the small-M kernels (small_m_takes). The layer lets
+  // them only where the decode fusions pay (small_m_fusion_pays); elsewhere the stream GEMM was
+  // the faster one, H100 (2026-11-26, bench/results/2026-11-26-h100-stream-vs-small-m): Mixtral
+  // at 2 / 4 tokens 0.75-0.81x the layer time.
+  bool small_m_ok = true;
   void* workspace = nullptr;                // grouped_gemm_workspace_bytes(), 256-byte aligned
   size_t workspace_bytes = 0;
   int sm_count = 0;
@@ -121,6 +126,7 @@ inline bool small_m_block_pays(const GroupedGemmArgs& a) { return a.n * a.k <= k
 // ask the same question): SM90_TMA where small_m_gemm_applies; SM90_FP8_BLOCK also needs the
 // block scales and experts small enough to pay; SIMT never.
 inline bool small_m_takes(const GroupedGemmArgs& a, GemmPath path) {
+  if (!a.small_m_ok) return false;
   if (path == GemmPath::SM90_TMA) return small_m_gemm_applies(a);
   if (path == GemmPath::SM90_FP8_BLOCK)
     return small_m_gemm_applies(a) && small_m_block_scales_ok(a) && small_m_block_pays(a);

@@ -218,6 +218,10 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));
   g.max_rows = 8;  // one token: the small-M kernels
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.small_m_ok = false;  // where the layer's decode fusions do not pay: the stream GEMM
+  EXPECT_FALSE(cuda::small_m_takes(g, GemmPath::SM90_TMA));
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.small_m_ok = true;
   g.max_rows = 128 * 32;  // 32 rows per expert: still the swap-AB range
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64;  // 64 rows per expert: the large tile configs
