@@ -367,10 +367,12 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
     return false;
   }
   const int64_t elem = a.op == Operand::FP8 ? 1 : 2;
-  // TMA: 16-byte aligned bases and row strides; int32 coordinates.
+  // TMA: 16-byte aligned bases and row strides; int32 coordinates (rows up to a token batch past
+  // max_rows); grid.y = the experts that can have rows.
+  const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;
   return (a.k * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.a) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.b) % 16 == 0 && static_cast<int64_t>(a.groups) * a.n < INT32_MAX &&
-         a.max_rows < INT32_MAX && a.k * elem < INT32_MAX;
+         a.max_rows < INT32_MAX - kTokTile && a.k * elem < INT32_MAX && active <= 65535;
 }
 
 void stream_grouped_gemm(const GroupedGemmArgs& g, GemmPath path, cudaStream_t stream) {
