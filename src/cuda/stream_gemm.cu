@@ -1,6 +1,7 @@
 // Weight-streaming grouped GEMM for small batches per expert (stream_gemm.hpp): the calls that
 // took CUTLASS's swap-AB configs (at most kSmallConfigMaxRowsPerGroup expected rows per active
-// expert: Qwen3-30B-A3B / DeepSeek-V3 TP8 at 8..512 tokens).
+// expert: Qwen3-30B-A3B / DeepSeek-V3 at 8..512 tokens, Mixtral at 8..128), and the decode-size
+// calls whose small-M kernels would run without the decode fusions (GroupedGemmArgs::small_m_ok).
 //
 // Why not the CUTLASS swap-AB tile GEMM there: those calls only stream weights (a few tokens per
 // expert against megabytes of weights) and measured 2.3-2.4 TB/s of the H100's 3.05 (H100,
@@ -21,8 +22,8 @@
 //
 // Numerics: bf16 / fp16 products are exact and summed in fp32 in the wgmma's registers across the
 // whole k. fp8: each stage's (128 k values) wgmma sums start from zero and are added to fp32
-// registers (the tensor cores sum e4m3 products with a short fraction: measured ~1.5e-5 of the
-// magnitude sum per 128-wide block on random full-range operands); fp8-block (kBlock) adds them
+// registers (the tensor cores sum e4m3 products with a short fraction: up to 1.2e-4 of the
+// magnitude sum measured at k = 256 on random full-range operands, tests/gpu/test_stream_gemm_gpu.cpp); fp8-block (kBlock) adds them
 // times activation scale x weight-block scale (one fmaf), as the small-M kernel and CUTLASS's
 // blockwise GEMM promote each k block. The sum order is fixed: deterministic, but not the bits of
 // the CUTLASS tile GEMM this replaces.
@@ -51,8 +52,8 @@
 namespace fusedmoe::cuda {
 namespace {
 
-constexpr int kBN = 128;                          // weight rows per block (8 warps x 16)
-constexpr int kConsumerWarps = kBN / 16;
+constexpr int kBN = 128;                          // weight rows per block (2 warpgroups x 64)
+constexpr int kConsumerWarps = kBN / 16;          // two warpgroups
 constexpr int kWarps = kConsumerWarps + 1;        // + the producer warp
 constexpr int kStageK = 128;                      // bytes of k per stage (the 128-byte swizzle row)
 constexpr int kTokTile = 64;                      // activation rows per batch (8 n-tiles of 8)
