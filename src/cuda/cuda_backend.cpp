@@ -451,9 +451,11 @@ class CudaBackend final : public BackendImpl {
     g1.workspace_bytes = gemm_ws_bytes_;
     g1.sm_count = sm_count_;
     g1.device = device_;
-    // Decode-size GEMMs on the small-M kernels only in front of the decode fusions (below); the
-    // other small calls stream on the stream GEMM (GroupedGemmArgs::small_m_ok).
-    g1.small_m_ok = !w4_ && small_m_fusion_pays(M, topk, E);
+    // The decode fusions (GEMM1 + activation, GEMM2 + finalize), where the kernels can do the call
+    // and fusing pays (small_m_fusion_pays). Decode-size GEMMs run on the small-M kernels only in
+    // front of them; the other small calls stream on the stream GEMM (GroupedGemmArgs::small_m_ok).
+    const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
+    g1.small_m_ok = fuse;
     g1.a_scale = b.block_scale1;
     g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
     // h stays fp32: bf16 h and y together were measured on an H200 (2026-11-21) at 0.3-4% (bf16)
@@ -489,8 +491,6 @@ class CudaBackend final : public BackendImpl {
     ap.row_scale = b.row_scale2;
     ap.block = {b.block_scale2, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     if (quant2_ == Fp8Quant::NVFP4) ap.nvfp4_input_scale = weights_.w2_input_scale.ptr<const float>();
-    // The decode fusions, where the kernels can do the call and fusing pays (small_m_fusion_pays).
-    const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
     // (fp8-block GEMM1 stays unfused: its 1x128 quantisation of the activation output needs the
     // amax of 128 outputs from several blocks; a cluster-of-blocks version was 3-10% slower at
     // M = 1 / 2, bench/results/2026-11-21-h100-fp8-block-small-m.)

@@ -362,8 +362,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
 bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
   if (a.max_rows <= 0 || a.groups <= 0 || a.d_dtype != DType::F32) return false;
   if (path == GemmPath::SM90_FP8_BLOCK) {
-    if (a.op != Operand::FP8 || a.n % 128 != 0 || a.k % 128 != 0 || a.a_scale == nullptr || a.b_scale == nullptr)
-      return false;
+    if (!small_m_block_scales_ok(a)) return false;  // fp8, n and k multiples of 128, both scale arrays
   } else if (path != GemmPath::SM90_TMA || a.op == Operand::FP32) {
     return false;
   }

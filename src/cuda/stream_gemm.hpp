@@ -5,14 +5,14 @@
 
 namespace fusedmoe::cuda {
 
-// Weight-streaming grouped GEMM (stream_gemm.cu) for the calls sm90_use_small_config() gives
-// the swap-AB configs (few rows per expert, more than the small-M kernels take): 2-D TMA maps
+// Weight-streaming grouped GEMM (stream_gemm.cu) for the few-rows range (sm90_use_small_config)
+// where the small-M kernels do not run (more rows, or GroupedGemmArgs::small_m_ok false): 2-D TMA maps
 // made on the host, one expert and a run of 128-row weight blocks per CTA, wgmma on a ring
 // of swizzled stages. fp32 D; SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK (block scales
 // promoted per 128-wide k block). stream_gemm_applies: operands and alignment it can take.
 bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path);
 void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream);
-// Whether run_grouped_gemm gives the call to stream_grouped_gemm: every call of the swap-AB range
+// Whether run_grouped_gemm gives the call to stream_grouped_gemm: every call of the few-rows range
 // (sm90_use_small_config: at most kSmallConfigMaxRowsPerGroup expected rows per active expert)
 // that the small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK.
 // Measured against the CUTLASS swap-AB configs in the same call (H200, 2026-11-26,
