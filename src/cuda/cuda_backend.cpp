@@ -15,6 +15,7 @@
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/moe_kernels.hpp"
 #include "cuda/small_m_activation.hpp"
+#include "cuda/stream_gemm.hpp"
 #include "cuda/small_m_finalize.hpp"
 #include "cuda/api_kernels.hpp"
 #include "cuda/w4_gemm.hpp"
@@ -543,6 +544,11 @@ class CudaBackend final : public BackendImpl {
       // in GEMM1's epilogue (no h, no activation kernel); as above, the activation stage of
       // run_timed() reads 0.
       run_grouped_gemm1_act(g1, ap, stream);
+      mark(2);
+    } else if (!w4_ && stream_gemm1_act_applies(g1, path1_, ap)) {
+      // The few-rows range on the stream GEMM (stream_gemm_takes) for the same layers: its
+      // weight blocks hold an output's gate and up rows, the activation in its epilogue.
+      stream_gemm1_activation(g1, ap, stream);
       mark(2);
     } else {
       if (w4_) run_w4_gemm(g1, true, b, stream);

@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cuda/activation_math.cuh"
+#include "cuda/activation_store.cuh"
 #include "cuda/active_expert.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
@@ -33,24 +34,6 @@ namespace {
 
 using namespace small_m;
 constexpr int kRowBatch = 8;
-
-// The epilogue of both kernels: activation output n of row r (expert e) from the gate and up
-// sums of GEMM1 (columns gi, ui), dequantised, biased, activated, rounded, converted or quantised.
-struct ActivationStore {
-  float a_tensor, s;
-  bool fp8;
-  __device__ explicit ActivationStore(const ActivationParams& p)
-      : a_tensor(p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f),
-        s(p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f),
-        fp8(p.quant == Fp8Quant::TENSOR_STATIC) {}
-  __device__ __forceinline__ void operator()(const ActivationParams& p, int64_t r, int e, int64_t n, int64_t gi,
-                                             int64_t ui, float gate, float up) const {
-    const float ds = row_factor(p, r, e, a_tensor);
-    const float v = round_to(p.act_dtype, gated(p, fix_h(p, gate, ds, r, e, gi), fix_h(p, up, ds, r, e, ui)));
-    if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
-    else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
-  }
-};
 
 // a: [rows, k] GEMM1 operand; b: [E, R, k] weights; p: the activation of GEMM1's output.
 template <Operand OP, int L>

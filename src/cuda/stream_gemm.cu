@@ -28,6 +28,12 @@
 // blockwise GEMM promote each k block. The sum order is fixed: deterministic, but not the bits of
 // the CUTLASS tile GEMM this replaces.
 //
+// GEMM1 + activation (stream_gemm1_activation, kAct): the same kernel with GEMM1's weights read
+// through a 5-D map whose 128-row stage holds the gate and up rows of 64 outputs, each consumer
+// thread ending with both sums of its output; the epilogue stores GEMM2's operand (bf16 / fp16 /
+// static fp8). Bit-identical to this GEMM + the activation kernel; layer 0.976-1.009x, geomean
+// 0.992 (H200, bench/results/2026-11-26-stream-gemm1-act).
+//
 // Rejected first version (v1, bench/results/2026-11-26-h200-stream-gemm/v1-mma-sync): eight
 // warps of mma.sync with operands loaded from the stages by ld.shared. At 16+ rows per expert
 // fp8 became issue-bound (1.35x the swap-AB config's layer time at 32 rows) and fp8-block paid
@@ -40,6 +46,7 @@
 #include <mutex>
 #include <string>
 
+#include "cuda/activation_store.cuh"
 #include "cuda/active_expert.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
@@ -96,6 +103,15 @@ __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, i
       "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
           smem_u32(dst)),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_u32(bar))
+      : "memory");
+}
+// One 5-D box (the gate / up row map of the fused GEMM1 + activation: k bytes, row in an 8-row
+// group, half, 8-row group, expert) into shared memory, completing on bar.
+__device__ __forceinline__ void tma_load_5d(void* dst, const CUtensorMap* map, int x, int grp, int e, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
+      "[%7];" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(0), "r"(0), "r"(grp), "r"(e), "r"(smem_u32(bar))
       : "memory");
 }
 // wgmma (D += A x B, both operands in shared memory, K-major, 128-byte swizzle, as the TMA lays
@@ -171,13 +187,20 @@ __device__ __forceinline__ void mma_stage(float (&d)[kTokTile / 2], uint32_t sa,
 }
 
 // grid: (CTAs per expert, active experts); block: kWarps warps. nb_per_cta weight blocks per CTA.
-template <Operand OP, bool kBlock>
+// kAct (GEMM1 + the gated activation, stream_gemm1_activation): map_b is the 5-D gate / up map
+// (act_weight_map) and a weight block is 64 activation outputs: its shared-memory rows 16 w + i
+// are the first half's row of output 64 nb + 8 w + i (i < 8), rows 16 w + 8 + i the second
+// half's, so a consumer thread's C fragment rows g and g + 8 are the two sums of one output. n
+// is the number of outputs (p.N); p is the activation (ActivationStore), d is not used.
+template <Operand OP, bool kBlock, bool kAct>
 __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
                                                                   const __grid_constant__ CUtensorMap map_a,
                                                                   float* __restrict__ d, int n, int64_t k_bytes,
                                                                   int groups, const int32_t* __restrict__ offsets,
                                                                   int nb_per_cta, const float* __restrict__ a_scale,
-                                                                  const float* __restrict__ b_scale) {
+                                                                  const float* __restrict__ b_scale,
+                                                                  const __grid_constant__ ActivationParams p) {
+  static_assert(!(kAct && kBlock), "fp8-block GEMM1 quantises its activation per 1 x 128 group: not fused");
   chain_wait();
   extern __shared__ uint8_t smem_raw[];
   __shared__ uint64_t full[kStages], empty[kStages];
@@ -189,7 +212,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
   if (e < 0) return;
   const int row0 = __ldg(offsets + e), rows = __ldg(offsets + e + 1) - row0;
-  const int nblocks = (n + kBN - 1) / kBN;
+  constexpr int kBlockCols = kAct ? kBN / 2 : kBN;  // outputs (kAct) or D columns per weight block
+  const int nblocks = (n + kBlockCols - 1) / kBlockCols;
   const int nb0 = blockIdx.x * nb_per_cta;
   const int nbn = min(nb_per_cta, nblocks - nb0);
   if (nbn <= 0) return;
@@ -224,7 +248,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
           if (lane == 0) {
             uint8_t* st = smem + s * kStageBytes;
             mbar_expect_tx(&full[s], bytes);
-            tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
+            if constexpr (kAct) tma_load_5d(st, &map_b, ks * kStageK, nb * (kBlockCols / 8), e, &full[s]);
+            else tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
             for (int bx = 0; bx < boxes; ++bx)
               tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK,
                           row0 + tb * kTokTile + bx * kTokBox, &full[s]);
@@ -253,6 +278,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
   // CUTLASS's default fp8 schedule, which the swap-AB config this replaces used. 16-bit types
   // accumulate in the wgmma's own fp32 registers across the stages.
   constexpr bool kPromote = kBlock || OP == Operand::FP8;
+  // kAct: the activation store's per-CTA constants (the tensor scales, this expert's dequant).
+  const ActivationRowStore act_out = kAct ? ActivationRowStore::make(p, e) : ActivationRowStore{};
   float acc[kTokTile / 2];
   float part[kTokTile / 2];  // kPromote: one stage's sums
   int it = 0;
@@ -290,6 +317,35 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
         }
         __syncwarp();
         if (lane == 0) mbar_arrive(&empty[s]);
+      }
+      if constexpr (kAct) {
+        // This thread's output o: C fragment row g is the first half's sum, row g + 8 the second's.
+        // One copy of the store code, rolled over the token columns (acc shifted down by 4 per
+        // column): the unrolled 16 stores with every activation inlined made a cold epilogue of
+        // thousands of instructions per CTA. The dequant factor (NONE / TENSOR: per expert) and
+        // the bias are read once per output, not per store.
+        const int64_t o = static_cast<int64_t>(nb) * kBlockCols + warp * 8 + g;
+        if (o < n) {
+          int64_t gi, ui;
+          gate_up_columns(p, o, gi, ui);
+          const bool gate_first = p.order == GateUpOrder::GATE_UP;
+          const float bg = p.bias ? p.bias[static_cast<int64_t>(e) * p.R + gi] : 0.0f;
+          const float bu = p.bias ? p.bias[static_cast<int64_t>(e) * p.R + ui] : 0.0f;
+#pragma unroll 1
+          for (int j = 0; j < nt; ++j) {
+            const float f0 = acc[0], f1 = acc[1], s0 = acc[2], s1 = acc[3];
+#pragma unroll
+            for (int i = 0; i + 4 < kTokTile / 2; ++i) acc[i] = acc[i + 4];
+#pragma unroll 1
+            for (int q = 0; q < 2; ++q) {
+              const int r = tb * kTokTile + j * 8 + 2 * t + q;
+              if (r >= rows) break;
+              const float first = q ? f1 : f0, second = q ? s1 : s0;
+              act_out.store(p, row0 + r, o, gate_first ? first : second, gate_first ? second : first, bg, bu);
+            }
+          }
+        }
+        continue;
       }
       const int c0 = nb * kBN + wr;
 #pragma unroll
@@ -340,21 +396,46 @@ CUtensorMap byte_map(const void* p, int64_t rows, int64_t row_bytes, int box_row
   return m;
 }
 
-template <Operand OP, bool kBlock>
-void launch(const GroupedGemmArgs& g, cudaStream_t stream) {
+// GEMM1's weights [groups, 2N, k] as the 5-D map of the fused activation (the kernel's kAct):
+// dims (k bytes, row i of an 8-row group, half h, group w, expert), box (kStageK, 8, 2, 8, 1) =
+// 128 rows, row 16 w + 8 h + i of the box the weight row of output 8 w + i of half h: halves
+// order rows h N + o, interleaved rows 2 o + h (strides 2 k / k: TMA takes strides in any order).
+CUtensorMap act_weight_map(const void* p, int64_t groups, int64_t N, int64_t row_bytes, bool interleaved) {
+  CUtensorMap m{};
+  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(row_bytes), 8, 2, static_cast<cuuint64_t>(N / 8),
+                              static_cast<cuuint64_t>(groups)};
+  const cuuint64_t rb = static_cast<cuuint64_t>(row_bytes);
+  const cuuint64_t strides[4] = {interleaved ? 2 * rb : rb, interleaved ? rb : static_cast<cuuint64_t>(N) * rb,
+                                 interleaved ? 16 * rb : 8 * rb, static_cast<cuuint64_t>(2 * N) * rb};
+  const cuuint32_t box[5] = {kStageK, 8, 2, kBN / 16, 1};
+  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
+  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, const_cast<void*>(p), dims, strides, box,
+                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS)
+    throw Error("stream GEMM1 + activation: cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
+                ") for the gate / up map of " + std::to_string(groups) + " experts x 2 x " + std::to_string(N) +
+                " rows of " + std::to_string(row_bytes) + " bytes" + (interleaved ? " (interleaved)" : ""));
+  return m;
+}
+
+template <Operand OP, bool kBlock, bool kAct = false>
+void launch(const GroupedGemmArgs& g, cudaStream_t stream, const ActivationParams& p = ActivationParams{}) {
   const int64_t elem = OP == Operand::FP8 ? 1 : 2, k_bytes = g.k * elem;
-  const CUtensorMap map_b = byte_map(g.b, static_cast<int64_t>(g.groups) * g.n, k_bytes, kBN);
+  const CUtensorMap map_b = kAct ? act_weight_map(g.b, g.groups, p.N, k_bytes, p.interleaved)
+                                 : byte_map(g.b, static_cast<int64_t>(g.groups) * g.n, k_bytes, kBN);
   const CUtensorMap map_a = byte_map(g.a, g.max_rows, k_bytes, kTokBox);
-  const int nblocks = static_cast<int>((g.n + kBN - 1) / kBN);
+  const int64_t cols = kAct ? p.N : g.n, block_cols = kAct ? kBN / 2 : kBN;
+  const int nblocks = static_cast<int>((cols + block_cols - 1) / block_cols);
   const int64_t block_bytes = kBN * k_bytes;
   int per = static_cast<int>((kTargetCtaBytes + block_bytes - 1) / block_bytes);
   per = per < 1 ? 1 : per > nblocks ? nblocks : per;
   const int64_t active = g.max_rows < g.groups ? g.max_rows : g.groups;
   const dim3 grid(static_cast<unsigned>((nblocks + per - 1) / per), static_cast<unsigned>(active));
-  constexpr auto kernel = stream_gemm_kernel<OP, kBlock>;
+  constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct>;
   opt_in_dynamic_smem<kernel>(kSmemBytes);
   launch_chained(kernel, grid, dim3(kWarps * 32), kSmemBytes, stream, map_b, map_a, static_cast<float*>(g.d),
-                 static_cast<int>(g.n), k_bytes, g.groups, g.expert_offsets, per, g.a_scale, g.b_scale);
+                 static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per, g.a_scale, g.b_scale, p);
 }
 
 }  // namespace
@@ -373,6 +454,28 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
   return (a.k * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.a) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.b) % 16 == 0 && static_cast<int64_t>(a.groups) * a.n < INT32_MAX &&
          a.max_rows < INT32_MAX - kTokTile && a.k * elem < INT32_MAX && active <= 65535;
+}
+
+bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
+  if (path != GemmPath::SM90_TMA || !stream_gemm_takes(g1, path) || g1.op != p.op) return false;
+  const bool quant_ok = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16)
+                                                  : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
+  // Gated, R = 2N, whole 8-row groups of outputs (the map's group dimension), the dequant the
+  // store applies per row (NONE / TENSOR), a row stride the 5-D map takes.
+  return quant_ok && p.act != Activation::RELU2 && p.R == 2 * p.N && g1.n == p.R && p.N % 8 == 0 &&
+         (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR) && p.N / 8 < (int64_t{1} << 31);
+}
+
+void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream) {
+  if (!stream_gemm1_act_applies(g1, GemmPath::SM90_TMA, p))
+    throw Error("stream GEMM1 + activation: called for a problem it does not take (stream_gemm1_act_applies: gated "
+                "activation, R = 2N with N a multiple of 8, bf16 / fp16 conversion or static fp8; N = " +
+                std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
+  switch (g1.op) {
+    case Operand::BF16: return launch<Operand::BF16, false, true>(g1, stream, p);
+    case Operand::FP16: return launch<Operand::FP16, false, true>(g1, stream, p);
+    default: return launch<Operand::FP8, false, true>(g1, stream, p);
+  }
 }
 
 void stream_grouped_gemm(const GroupedGemmArgs& g, GemmPath path, cudaStream_t stream) {

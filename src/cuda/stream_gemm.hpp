@@ -2,6 +2,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/grouped_gemm.hpp"
+#include "cuda/moe_kernels.hpp"
 
 namespace fusedmoe::cuda {
 
@@ -22,5 +23,14 @@ inline bool stream_gemm_takes(const GroupedGemmArgs& a, GemmPath path) {
   return (path == GemmPath::SM90_TMA || path == GemmPath::SM90_FP8_BLOCK) && !small_m_takes(a, path) &&
          sm90_use_small_config(a) && stream_gemm_applies(a, path);
 }
+
+// GEMM1 and the gated activation in one stream-GEMM kernel (no h, no activation kernel) for the
+// calls stream_gemm_takes on SM90_TMA: a weight block is the gate and the up rows of 64 outputs
+// (a 5-D TMA map orders them so that each consumer thread holds both sums of an output), and the
+// epilogue stores p.out as the activation kernel would (activation_store.cuh): bf16 / fp16, or
+// static per-tensor fp8; dequant NONE or TENSOR; halves or interleaved rows, either order; N a
+// multiple of 8. Same sums as stream_grouped_gemm (the same wgmma steps per weight row).
+bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p);
+void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream);
 
 }  // namespace fusedmoe::cuda

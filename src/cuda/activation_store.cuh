@@ -1,0 +1,58 @@
+#pragma once
+// The store of one gated activation output from GEMM1's gate and up sums, shared by the kernels
+// that fuse the activation into GEMM1 (small_m_activation.cu, stream_gemm.cu): dequantised,
+// biased, activated and rounded as the activation kernel does (activation_math.cuh), then
+// converted (bf16 / fp16) or quantised with the static per-tensor fp8 scale into GEMM2's operand.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/activation_math.cuh"
+#include "cuda/device_utils.cuh"
+#include "cuda/moe_kernels.hpp"
+
+namespace fusedmoe::cuda {
+
+// Constructed once per thread after chain_wait() (it reads the tensor scales).
+struct ActivationStore {
+  float a_tensor, s;
+  bool fp8;
+  __device__ explicit ActivationStore(const ActivationParams& p)
+      : a_tensor(p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f),
+        s(p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f),
+        fp8(p.quant == Fp8Quant::TENSOR_STATIC) {}
+  // Activation output n of row r (expert e) from the sums of GEMM1 columns gi (gate) and ui (up).
+  __device__ __forceinline__ void operator()(const ActivationParams& p, int64_t r, int e, int64_t n, int64_t gi,
+                                             int64_t ui, float gate, float up) const {
+    const float ds = row_factor(p, r, e, a_tensor);
+    const float v = round_to(p.act_dtype, gated(p, fix_h(p, gate, ds, r, e, gi), fix_h(p, up, ds, r, e, ui)));
+    if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
+    else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
+  }
+};
+
+// ActivationStore for dequant NONE / TENSOR (a factor per expert) with the factor and the
+// output's two bias values read once by the caller: the same steps and bits as fix_h + gated +
+// round_to + the store, for epilogues that store many rows of one output.
+struct ActivationRowStore {
+  float ds = 1.0f, s = 1.0f;
+  bool scaled = false, fp8 = false;
+  __device__ static ActivationRowStore make(const ActivationParams& p, int e) {
+    ActivationRowStore a;
+    if (p.dq.kind == Dequant::TENSOR) a.ds = __fmul_rn(tensor_scale_value(p.dq.a_tensor), p.dq.w[e]);
+    if (p.quant == Fp8Quant::TENSOR_STATIC) a.s = tensor_scale_value(p.scale);
+    a.scaled = p.dq.kind != Dequant::NONE;
+    a.fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
+    return a;
+  }
+  __device__ __forceinline__ void store(const ActivationParams& p, int64_t r, int64_t n, float gate, float up,
+                                        float bias_gate, float bias_up) const {
+    if (scaled) gate = __fmul_rn(gate, ds), up = __fmul_rn(up, ds);
+    if (p.bias) gate = __fadd_rn(gate, bias_gate), up = __fadd_rn(up, bias_up);
+    const float v = round_to(p.act_dtype, gated(p, gate, up));
+    if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
+    else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
+  }
+};
+
+}  // namespace fusedmoe::cuda

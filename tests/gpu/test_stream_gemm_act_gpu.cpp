@@ -1,0 +1,220 @@
+// GEMM1 + the gated activation on the stream GEMM (stream_gemm1_activation) against the two
+// kernels it replaces on the same inputs (stream_grouped_gemm writing h, then the activation
+// kernel): the same bytes of GEMM2's operand. The fused kernel's weight blocks hold the gate and
+// the up rows of 64 outputs in a 5-D TMA order, the unfused one 128 consecutive rows; both run the
+// same wgmma steps per weight row, so every sum and every output must agree bit for bit. Cases:
+// every gated activation, both gate / up orders, halves and interleaved rows, bias, tensor dequant
+// with static fp8 quantisation, bf16 / fp16 conversion, N not a multiple of the 64-output block
+// (104), k not a multiple of the 128-byte stage (784 fp8), an expert with more rows than one
+// token batch (70 > 64), experts without rows (NaN weights), and a CUDA-graph replay. The output
+// is poisoned before each run. Then what it refuses.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/grouped_gemm.hpp"
+#include "cuda/moe_kernels.hpp"
+#include "cuda/stream_gemm.hpp"
+#include "fusedmoe/error.hpp"
+#include "gpu/gpu_test_util.hpp"
+#include "gpu/operand_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+using cuda::ActivationParams;
+using cuda::Dequant;
+using cuda::Fp8Quant;
+using cuda::GemmPath;
+
+struct ActCase {
+  Operand op;
+  Activation act;
+  bool interleaved;
+  GateUpOrder order;
+  bool bias;
+  int64_t N, K;  // N: activation outputs, K: GEMM1 k
+};
+
+std::string name_of(const ActCase& c) {
+  const char* act = c.act == Activation::SILU ? "silu" : c.act == Activation::GELU ? "gelu"
+                    : c.act == Activation::GELU_TANH ? "gelutanh" : "swigluoai";
+  return std::string(c.op == Operand::BF16 ? "bf16" : c.op == Operand::FP16 ? "fp16" : "fp8") + "_" + act +
+         (c.interleaved ? "_interleaved" : "") + (c.order == GateUpOrder::UP_GATE ? "_upgate" : "") +
+         (c.bias ? "_bias" : "") + "_N" + std::to_string(c.N) + "_K" + std::to_string(c.K);
+}
+
+template <typename T>
+DeviceBuffer upload_vec(const std::vector<T>& v) {
+  DeviceBuffer b(v.size() * sizeof(v[0]));
+  b.upload(v.data(), v.size() * sizeof(v[0]));
+  return b;
+}
+
+class StreamGemmAct : public ::testing::TestWithParam<ActCase> {};
+
+TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
+  FMOE_REQUIRE_GPU();
+  const ActCase c = GetParam();
+  const int64_t R = 2 * c.N;
+  const std::vector<int32_t> counts = {0, 3, 70, 0, 17, 1, 33, 8, 0};
+  const int E = static_cast<int>(counts.size());
+  std::vector<int32_t> offsets(E + 1, 0);
+  for (int e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + counts[e];
+  const int64_t rows = offsets[E];
+  std::vector<int32_t> row_expert(rows);
+  for (int e = 0; e < E; ++e)
+    for (int32_t r = offsets[e]; r < offsets[e + 1]; ++r) row_expert[r] = e;
+  std::mt19937 rng(static_cast<uint32_t>(c.N * 13 + c.K + static_cast<int>(c.act) * 7 + c.interleaved));
+  const Operands a = random_operand(c.op, rows * c.K, 1.0f, rng);
+  const size_t elem = c.op == Operand::FP8 ? 1 : 2, expert_bytes = static_cast<size_t>(R * c.K) * elem;
+  DeviceBuffer a_d(a.bytes.size()), w_d(E * expert_bytes);
+  a_d.upload(a.bytes.data(), a.bytes.size());
+  FMOE_CUDA(cudaMemset(w_d.get(), 0xFF, E * expert_bytes));  // NaN: experts without rows are never read
+  for (int e = 0; e < E; ++e)
+    if (counts[e] > 0) {
+      const Operands w = random_operand(c.op, R * c.K, 0.05f, rng);
+      FMOE_CUDA(cudaMemcpy(static_cast<char*>(w_d.get()) + e * expert_bytes, w.bytes.data(), expert_bytes,
+                           cudaMemcpyHostToDevice));
+    }
+  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
+  std::vector<float> bias(E * R), w_tensor(E);
+  for (auto& v : bias) v = ud(rng);
+  for (auto& v : w_tensor) v = 0.5f + 0.5f * (ud(rng) + 1.0f);
+  const std::vector<float> scales = {0.8f /* a-scale of GEMM1 */, 0.02f /* static scale of GEMM2's input */};
+  DeviceBuffer off_d = upload_vec(offsets), re_d = upload_vec(row_expert), bias_d = upload_vec(bias),
+               wt_d = upload_vec(w_tensor), sc_d = upload_vec(scales), h_d(rows * R * 4), out_d(rows * c.N * elem);
+
+  cuda::GroupedGemmArgs g;
+  g.op = c.op;
+  g.a = a_d.get();
+  g.b = w_d.get();
+  g.d = static_cast<float*>(h_d.get());
+  g.n = R;
+  g.k = c.K;
+  g.groups = E;
+  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
+  g.max_rows = rows;
+  g.small_m_ok = false;
+  ActivationParams p;
+  p.h = static_cast<const float*>(h_d.get());
+  p.R = R;
+  p.N = c.N;
+  p.row_expert = static_cast<const int32_t*>(re_d.get());
+  p.rows = static_cast<const int32_t*>(off_d.get()) + E;
+  p.act = c.act;
+  p.order = c.order;
+  p.interleaved = c.interleaved;
+  p.bias = c.bias ? static_cast<const float*>(bias_d.get()) : nullptr;
+  p.act_dtype = c.op == Operand::FP16 ? DType::F16 : DType::BF16;
+  p.out = out_d.get();
+  p.op = c.op;
+  if (c.op == Operand::FP8) {
+    p.dq.kind = Dequant::TENSOR;
+    p.dq.a_tensor = {static_cast<const float*>(sc_d.get()), false};
+    p.dq.w = static_cast<const float*>(wt_d.get());
+    p.quant = Fp8Quant::TENSOR_STATIC;
+    p.scale = {static_cast<const float*>(sc_d.get()) + 1, false};
+  }
+  ASSERT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA)) << "the GEMM must be the stream GEMM's";
+  ASSERT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p)) << "the case must take the fused path";
+
+  auto download = [&] {
+    std::vector<uint8_t> h(out_d.bytes());
+    out_d.download(h.data(), h.size());
+    return h;
+  };
+  auto run = [&](bool fused) {
+    FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));  // poison (not a valid output pattern)
+    if (fused) {
+      cuda::stream_gemm1_activation(g, p, nullptr);
+    } else {
+      cuda::stream_grouped_gemm(g, GemmPath::SM90_TMA, nullptr);
+      cuda::launch_activation(p, rows, nullptr);
+    }
+    FMOE_CUDA(cudaDeviceSynchronize());
+    return download();
+  };
+  const auto unfused = run(false);
+  const auto fused = run(true);
+  int64_t poisoned = 0;
+  for (size_t i = 0; i < unfused.size(); ++i) poisoned += unfused[i] == 0xA5;
+  ASSERT_LT(poisoned, static_cast<int64_t>(unfused.size() / 16)) << "the unfused pair did not write its output";
+  for (size_t i = 0; i < fused.size(); ++i)
+    ASSERT_EQ(unfused[i], fused[i]) << "byte " << i << " (row " << i / elem / c.N << ", output "
+                                    << (i / elem) % c.N << ")";
+
+  // Replayed from a CUDA graph: the same bytes.
+  cudaStream_t s;
+  FMOE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FMOE_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  cuda::stream_gemm1_activation(g, p, s);
+  FMOE_CUDA(cudaStreamEndCapture(s, &graph));
+  FMOE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));
+  FMOE_CUDA(cudaGraphLaunch(exec, s));
+  FMOE_CUDA(cudaStreamSynchronize(s));
+  const auto replay = download();
+  FMOE_CUDA(cudaGraphExecDestroy(exec));
+  FMOE_CUDA(cudaGraphDestroy(graph));
+  FMOE_CUDA(cudaStreamDestroy(s));
+  ASSERT_EQ(fused, replay) << "graph replay differs";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, StreamGemmAct,
+    ::testing::Values(ActCase{Operand::BF16, Activation::SILU, false, GateUpOrder::GATE_UP, false, 384, 2048},
+                      ActCase{Operand::BF16, Activation::GELU, true, GateUpOrder::GATE_UP, true, 104, 768},
+                      ActCase{Operand::FP16, Activation::GELU_TANH, false, GateUpOrder::UP_GATE, true, 384, 768},
+                      ActCase{Operand::BF16, Activation::SWIGLUOAI, true, GateUpOrder::UP_GATE, true, 768, 256},
+                      ActCase{Operand::FP8, Activation::SILU, false, GateUpOrder::GATE_UP, false, 768, 2048},
+                      ActCase{Operand::FP8, Activation::SWIGLUOAI, false, GateUpOrder::UP_GATE, true, 104, 256},
+                      ActCase{Operand::FP8, Activation::GELU, true, GateUpOrder::GATE_UP, false, 384, 784},
+                      ActCase{Operand::FP8, Activation::SILU, true, GateUpOrder::UP_GATE, true, 136, 1024}),
+    [](const auto& info) { return name_of(info.param); });
+
+// What the fused path refuses (the layer then runs the stream GEMM and the activation kernel).
+TEST(StreamGemmActRules, Refuses) {
+  cuda::GroupedGemmArgs g;
+  alignas(16) static uint8_t dummy[64];
+  g.op = Operand::BF16;
+  g.a = g.b = dummy;
+  g.groups = 128;
+  g.n = 1536;
+  g.k = 2048;
+  g.max_rows = 512;  // Qwen3-30B-A3B at 64 tokens: 4 rows per expert
+  ActivationParams p;
+  p.R = 1536;
+  p.N = 768;
+  p.op = Operand::BF16;
+  EXPECT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));  // 1 x 128 quantisation
+  p.act = Activation::RELU2;  // not gated
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  p.act = Activation::SILU;
+  g.n = p.R = 2 * 764;  // N not a multiple of 8 (the map's 8-row groups)
+  p.N = 764;
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  EXPECT_THROW(cuda::stream_gemm1_activation(g, p, nullptr), Error);
+  g.n = p.R = 1536;
+  p.N = 768;
+  g.op = p.op = Operand::FP8;
+  p.quant = Fp8Quant::TENSOR_DYNAMIC;  // needs the amax of every output first
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  p.quant = Fp8Quant::TENSOR_STATIC;
+  EXPECT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  p.dq.kind = Dequant::CHANNEL;  // per-column dequant: the row store does not take it
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  p.dq.kind = Dequant::NONE;
+  g.max_rows = 128 * 64;  // 64 rows per expert: the large configs (their own fused epilogue)
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
