@@ -455,10 +455,10 @@ class CudaBackend final : public BackendImpl {
     // The decode fusions (GEMM1 + activation, GEMM2 + finalize), where the kernels can do the call
     // and fusing pays (small_m_fusion_pays). Decode-size GEMMs run on the small-M kernels only in
     // front of them; the other small calls stream on the stream GEMM (GroupedGemmArgs::small_m_ok).
-    const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
-    g1.small_m_ok = fuse;
     g1.a_scale = b.block_scale1;
     g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
+    const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
+    g1.small_m_ok = fuse;  // until decode_stream below
     // h stays fp32: bf16 h and y together were measured on an H200 (2026-11-21) at 0.3-4% (bf16)
     // and 1-11% (fp8) faster at M >= 1024 but raised the worst error against the float64 oracle
     // from 2e-4 to 5e-3 (bf16) and from 5e-3 to 2.6e-2 (fp8-tensor), and were removed; y alone
@@ -495,16 +495,27 @@ class CudaBackend final : public BackendImpl {
     // (fp8-block GEMM1 stays unfused: its 1x128 quantisation of the activation output needs the
     // amax of 128 outputs from several blocks; a cluster-of-blocks version was 3-10% slower at
     // M = 1 / 2, bench/results/2026-11-21-h100-fp8-block-small-m.)
-    const bool gemm1_fused = fuse && path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap);
+    // Where the decode fusions pay, GEMM1 still streams on the stream GEMM when its grid is large
+    // enough (stream_gemm1_decode_pays) and it loses no fusion there: with its activation
+    // (stream_gemm1_act_applies), or where the small-M kernel would not fuse it either (fp8-block,
+    // fp8-channel). GEMM2 + finalize stay on the small-M kernel.
+    GroupedGemmArgs g1_stream = g1;
+    g1_stream.small_m_ok = false;
+    const bool small_m_act = path1_ == GemmPath::SM90_TMA && small_m_activation_applies(g1, ap);
+    const bool decode_stream = fuse && stream_gemm_takes(g1_stream, path1_) &&
+                               stream_gemm1_decode_pays(g1_stream) &&
+                               (!small_m_act || stream_gemm1_act_applies(g1_stream, path1_, ap));
+    g1.small_m_ok = fuse && !decode_stream;
+    const bool gemm1_fused = fuse && !decode_stream && small_m_act;
     // The plan inside the gather kernel (one launch less) only in front of the fused GEMM1 +
-    // activation, which waits before it reads the plan anyway. In front of the small-M GEMM1 the
+    // activation or the stream GEMM1, which wait before they read the plan anyway. In front of the small-M GEMM1 the
     // plan must be two kernels back, or that GEMM waits before its first weight loads
     // (offsets_final_at_launch), and the layer measured 1.6-3.4% slower (fp8-channel, Mixtral
     // M = 2; bench/results/2026-11-21-h100-5be2e5d-plan-gather-race-fix).
     // The 4-bit GEMMs wait for the previous kernel before their first load anyway (chain_wait()
     // first), so for them the plan inside the gather is one launch less at decode sizes
     // (bench/results/2026-11-22-h100-w4-plan-in-gather).
-    const bool plan_in_gather = (gemm1_fused || w4_) && args.hidden_states.dtype != DType::F8_E4M3 &&
+    const bool plan_in_gather = (gemm1_fused || w4_ || decode_stream) && args.hidden_states.dtype != DType::F8_E4M3 &&
                                 plan_gather_fused_applies(gp, slots);
     g1.offsets_final_at_launch = !plan_in_gather;
 
@@ -560,6 +571,7 @@ class CudaBackend final : public BackendImpl {
 
     // ---- GEMM2 ----
     GroupedGemmArgs g2 = g1;
+    g2.small_m_ok = fuse;
     g2.a = b.a2;
     g2.b = weights_.w2_weight.data;
     g2.d = b.y;

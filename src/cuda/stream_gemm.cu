@@ -65,11 +65,14 @@ constexpr int kWarps = kConsumerWarps + 1;        // + the producer warp
 constexpr int kStageK = 128;                      // bytes of k per stage (the 128-byte swizzle row)
 constexpr int kTokTile = 64;                      // activation rows per batch (8 n-tiles of 8)
 constexpr int kTokBox = 16;                       // activation rows per TMA box
-constexpr int kStages = 4;
+constexpr int64_t kActHalvesMaxBytes = int64_t{32} << 20;  // stream_gemm1_act_applies
+constexpr int kStages = 4;      // ring depth with two CTAs per SM
+constexpr int kDeepStages = 8;  // with one CTA per SM, for grids of at most one CTA per SM (launch())
 constexpr int kWBytes = kBN * kStageK;            // 16 KB
 constexpr int kXBytes = kTokTile * kStageK;       // 8 KB
 constexpr int kStageBytes = kWBytes + kXBytes;    // a multiple of 1024: every box 1024-byte aligned
-constexpr int kSmemBytes = kStages * kStageBytes + 1024;  // + alignment slack of the dynamic base
+template <int S>
+constexpr int smem_bytes() { return S * kStageBytes + 1024; }  // + alignment slack of the dynamic base
 // Weight bytes a CTA streams at least (several 128-row blocks when rows are short), so its start
 // (expert lookup, barrier set-up, the first copies' latency) is paid over enough work.
 constexpr int64_t kTargetCtaBytes = 192 * 1024;
@@ -192,8 +195,8 @@ __device__ __forceinline__ void mma_stage(float (&d)[kTokTile / 2], uint32_t sa,
 // are the first half's row of output 64 nb + 8 w + i (i < 8), rows 16 w + 8 + i the second
 // half's, so a consumer thread's C fragment rows g and g + 8 are the two sums of one output. n
 // is the number of outputs (p.N); p is the activation (ActivationStore), d is not used.
-template <Operand OP, bool kBlock, bool kAct>
-__global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
+template <Operand OP, bool kBlock, bool kAct, int S>
+__global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2) stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
                                                                   const __grid_constant__ CUtensorMap map_a,
                                                                   float* __restrict__ d, int n, int64_t k_bytes,
                                                                   int groups, const int32_t* __restrict__ offsets,
@@ -203,10 +206,10 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
   static_assert(!(kAct && kBlock), "fp8-block GEMM1 quantises its activation per 1 x 128 group: not fused");
   chain_wait();
   extern __shared__ uint8_t smem_raw[];
-  __shared__ uint64_t full[kStages], empty[kStages];
+  __shared__ uint64_t full[S], empty[S];
   // kBlock: activation scale x weight-block scale of each token row of the stage's k block,
   // written by the producer warp (it arrives on full[] after its stores).
-  __shared__ float stage_scale[kBlock ? kStages : 1][kTokTile];
+  __shared__ float stage_scale[kBlock ? S : 1][kTokTile];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
 
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
@@ -226,7 +229,7 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
   // stores) and the copies' bytes; empty[s]: one arrival per consumer warp.
   constexpr uint32_t kFullArrivals = kBlock ? 1 + 32 : 1;
   if (threadIdx.x == 0) {
-    for (int s = 0; s < kStages; ++s) {
+    for (int s = 0; s < S; ++s) {
       mbar_init(&full[s], kFullArrivals);
       mbar_init(&empty[s], kConsumerWarps);
     }
@@ -243,8 +246,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
       const uint32_t bytes = kWBytes + boxes * kTokBox * kStageK;
       for (int nb = nb0; nb < nb0 + nbn; ++nb)
         for (int ks = 0; ks < ksteps; ++ks, ++it) {
-          const int s = it % kStages;
-          if (it >= kStages) mbar_wait(&empty[s], ((it / kStages) - 1) & 1);
+          const int s = it % S;
+          if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
           if (lane == 0) {
             uint8_t* st = smem + s * kStageBytes;
             mbar_expect_tx(&full[s], bytes);
@@ -291,8 +294,8 @@ __global__ void __launch_bounds__(kWarps * 32, 2) stream_gemm_kernel(const __gri
 #pragma unroll
       for (int i = 0; i < kTokTile / 2; ++i) acc[i] = 0.0f;
       for (int ks = 0; ks < ksteps; ++ks, ++it) {
-        const int s = it % kStages;
-        mbar_wait(&full[s], (it / kStages) & 1);
+        const int s = it % S;
+        mbar_wait(&full[s], (it / S) & 1);
         const uint32_t st = smem_u32(smem + s * kStageBytes), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
         if constexpr (kPromote) mma_stage<OP>(part, sw, sx, nw, false);
         else mma_stage<OP>(acc, sw, sx, nw, true);
@@ -431,11 +434,27 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, const ActivationParam
   int per = static_cast<int>((kTargetCtaBytes + block_bytes - 1) / block_bytes);
   per = per < 1 ? 1 : per > nblocks ? nblocks : per;
   const int64_t active = g.max_rows < g.groups ? g.max_rows : g.groups;
+  // Small grids (decode: a few experts): weight blocks spread over up to one CTA per SM, each
+  // with the deep ring (one CTA per SM, twice the bytes in flight per CTA).
+  const bool small_grid = ((nblocks + per - 1) / per) * active < g.sm_count;
+  if (small_grid) {
+    const int64_t spread = static_cast<int64_t>(nblocks) * active / (g.sm_count > 0 ? g.sm_count : 1);
+    per = static_cast<int>(spread < 1 ? 1 : spread < per ? spread : per);
+  }
   const dim3 grid(static_cast<unsigned>((nblocks + per - 1) / per), static_cast<unsigned>(active));
-  constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct>;
-  opt_in_dynamic_smem<kernel>(kSmemBytes);
-  launch_chained(kernel, grid, dim3(kWarps * 32), kSmemBytes, stream, map_b, map_a, static_cast<float*>(g.d),
-                 static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per, g.a_scale, g.b_scale, p);
+  if (small_grid && static_cast<int64_t>(grid.x) * active <= g.sm_count) {
+    constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, kDeepStages>;
+    opt_in_dynamic_smem<kernel>(smem_bytes<kDeepStages>());
+    launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<kDeepStages>(), stream, map_b, map_a,
+                   static_cast<float*>(g.d), static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per,
+                   g.a_scale, g.b_scale, p);
+  } else {
+    constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, kStages>;
+    opt_in_dynamic_smem<kernel>(smem_bytes<kStages>());
+    launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<kStages>(), stream, map_b, map_a,
+                   static_cast<float*>(g.d), static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per,
+                   g.a_scale, g.b_scale, p);
+  }
 }
 
 }  // namespace
@@ -462,6 +481,12 @@ bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const Ac
                                                   : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
   // Gated, R = 2N, whole 8-row groups of outputs (the map's group dimension), the dequant the
   // store applies per row (NONE / TENSOR), a row stride the 5-D map takes.
+  // Halves whose gate and up rows lie more than kActHalvesMaxBytes apart stay unfused: each CTA
+  // then streams two regions that far apart, and Mixtral-8x7B's (59 MB fp8, 117 MB bf16) measured
+  // GEMM1 + activation 1.05 / 1.10x the unfused pair's layer time at 2 tokens (H200,
+  // bench/results/2026-11-26-decode-stream/final; DeepSeek-V3 TP1's 29 MB bf16: 0.99-1.00x).
+  const int64_t row_bytes = g1.k * (g1.op == Operand::FP8 ? 1 : 2);
+  if (!p.interleaved && p.N * row_bytes > kActHalvesMaxBytes) return false;
   return quant_ok && p.act != Activation::RELU2 && p.R == 2 * p.N && g1.n == p.R && p.N % 8 == 0 &&
          (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR) && p.N / 8 < (int64_t{1} << 31);
 }

@@ -24,6 +24,18 @@ inline bool stream_gemm_takes(const GroupedGemmArgs& a, GemmPath path) {
          sm90_use_small_config(a) && stream_gemm_applies(a, path);
 }
 
+// At decode sizes where the layer's decode fusions pay (the small-M kernels would run GEMM1 +
+// activation and GEMM2 + finalize), GEMM1 runs here instead when its grid - one CTA per 128 weight
+// rows of each expert that can have rows - has at least a third of an SM count of CTAs. Measured
+// (H200, 2026-11-26, bench/results/2026-11-26-decode-stream): layer 0.85-0.96x at 1-2 tokens on
+// Qwen3-30B-A3B (96 / 192 CTAs), DeepSeek-V3 TP1 bf16 (256 / 512) and TP8 at 2 tokens (64),
+// Mixtral fp8 at one token 0.92x; DeepSeek-V3 TP8 at one token (32 CTAs of 0.9 MB) 1.21-1.36x
+// slower, hence the bound.
+inline bool stream_gemm1_decode_pays(const GroupedGemmArgs& g1) {
+  const int64_t active = g1.max_rows < g1.groups ? g1.max_rows : g1.groups;
+  return 3 * ((g1.n + 127) / 128) * active >= g1.sm_count;
+}
+
 // GEMM1 and the gated activation in one stream-GEMM kernel (no h, no activation kernel) for the
 // calls stream_gemm_takes on SM90_TMA: a weight block is the gate and the up rows of 64 outputs
 // (a 5-D TMA map orders them so that each consumer thread holds both sums of an output), and the

@@ -165,6 +165,9 @@ TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
   FMOE_CUDA(cudaGraphDestroy(graph));
   FMOE_CUDA(cudaStreamDestroy(s));
   ASSERT_EQ(fused, replay) << "graph replay differs";
+  // As a grid of at most one CTA per SM (the deep ring, one weight block per CTA): the same bytes.
+  g.sm_count = 1 << 20;
+  EXPECT_EQ(fused, run(true)) << "the small-grid launch differs";
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -212,6 +215,22 @@ TEST(StreamGemmActRules, Refuses) {
   p.dq.kind = Dequant::CHANNEL;  // per-column dequant: the row store does not take it
   EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
   p.dq.kind = Dequant::NONE;
+  g.groups = 8;  // Mixtral-8x7B's halves, 14336 x 4096 fp8 bytes (59 MB) apart: left unfused
+  g.n = p.R = 2 * 14336;
+  p.N = 14336;
+  g.k = 4096;
+  g.max_rows = 4;
+  g.small_m_ok = false;  // 2 tokens: the layer's decode fusions do not pay, the stream GEMM's call
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  p.interleaved = true;  // gate and up rows adjacent
+  EXPECT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  p.interleaved = false;
+  g.small_m_ok = true;
+  g.groups = 128;
+  g.n = p.R = 1536;
+  p.N = 768;
+  g.k = 2048;
   g.max_rows = 128 * 64;  // 64 rows per expert: the large configs (their own fused epilogue)
   EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
 }

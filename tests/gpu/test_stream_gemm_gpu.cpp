@@ -156,6 +156,16 @@ void run_and_check(Problem& p) {
   FMOE_CUDA(cudaGraphDestroy(graph));
   FMOE_CUDA(cudaStreamDestroy(s));
   ASSERT_EQ(0, std::memcmp(d.data(), again.data(), d.size() * 4)) << "graph replay differs";
+  // As a grid of at most one CTA per SM (sm_count above the CTA count: one weight block per CTA,
+  // the deep ring): the same bits.
+  const int sm_count = p.g.sm_count;
+  p.g.sm_count = 1 << 20;
+  FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+  cuda::stream_grouped_gemm(p.g, p.path(), nullptr);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  p.g.sm_count = sm_count;
+  const std::vector<float> deep = p.download();
+  ASSERT_EQ(0, std::memcmp(d.data(), deep.data(), d.size() * 4)) << "the small-grid launch differs";
 }
 
 class StreamGemm : public ::testing::TestWithParam<std::tuple<Operand, int64_t, int64_t>> {};
