@@ -203,8 +203,8 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2) stream_gemm_
                                                                   int nb_per_cta, const float* __restrict__ a_scale,
                                                                   const float* __restrict__ b_scale,
                                                                   const __grid_constant__ ActivationParams p) {
-  static_assert(!(kAct && kBlock), "fp8-block GEMM1 quantises its activation per 1 x 128 group: not fused");
   chain_wait();
+  static_assert(!(kAct && kBlock), "fp8-block GEMM1 quantises its activation per 1 x 128 group: not fused");
   extern __shared__ uint8_t smem_raw[];
   __shared__ uint64_t full[S], empty[S];
   // kBlock: activation scale x weight-block scale of each token row of the stage's k block,
