@@ -20,6 +20,7 @@
 #include "cuda/moe_kernels.hpp"
 #include "cuda/stream_gemm.hpp"
 #include "fusedmoe/error.hpp"
+#include "gpu/gated_act_problem.hpp"
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/operand_util.hpp"
 
@@ -31,113 +32,30 @@ using cuda::Dequant;
 using cuda::Fp8Quant;
 using cuda::GemmPath;
 
-struct ActCase {
-  Operand op;
-  Activation act;
-  bool interleaved;
-  GateUpOrder order;
-  bool bias;
-  int64_t N, K;  // N: activation outputs, K: GEMM1 k
-};
-
-std::string name_of(const ActCase& c) {
-  const char* act = c.act == Activation::SILU ? "silu" : c.act == Activation::GELU ? "gelu"
-                    : c.act == Activation::GELU_TANH ? "gelutanh" : "swigluoai";
-  return std::string(c.op == Operand::BF16 ? "bf16" : c.op == Operand::FP16 ? "fp16" : "fp8") + "_" + act +
-         (c.interleaved ? "_interleaved" : "") + (c.order == GateUpOrder::UP_GATE ? "_upgate" : "") +
-         (c.bias ? "_bias" : "") + "_N" + std::to_string(c.N) + "_K" + std::to_string(c.K);
-}
-
-template <typename T>
-DeviceBuffer upload_vec(const std::vector<T>& v) {
-  DeviceBuffer b(v.size() * sizeof(v[0]));
-  b.upload(v.data(), v.size() * sizeof(v[0]));
-  return b;
-}
-
 class StreamGemmAct : public ::testing::TestWithParam<ActCase> {};
 
 TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
   FMOE_REQUIRE_GPU();
   const ActCase c = GetParam();
-  const int64_t R = 2 * c.N;
-  const std::vector<int32_t> counts = {0, 3, 70, 0, 17, 1, 33, 8, 0};
-  const int E = static_cast<int>(counts.size());
-  std::vector<int32_t> offsets(E + 1, 0);
-  for (int e = 0; e < E; ++e) offsets[e + 1] = offsets[e] + counts[e];
-  const int64_t rows = offsets[E];
-  std::vector<int32_t> row_expert(rows);
-  for (int e = 0; e < E; ++e)
-    for (int32_t r = offsets[e]; r < offsets[e + 1]; ++r) row_expert[r] = e;
-  std::mt19937 rng(static_cast<uint32_t>(c.N * 13 + c.K + static_cast<int>(c.act) * 7 + c.interleaved));
-  const Operands a = random_operand(c.op, rows * c.K, 1.0f, rng);
-  const size_t elem = c.op == Operand::FP8 ? 1 : 2, expert_bytes = static_cast<size_t>(R * c.K) * elem;
-  DeviceBuffer a_d(a.bytes.size()), w_d(E * expert_bytes);
-  a_d.upload(a.bytes.data(), a.bytes.size());
-  FMOE_CUDA(cudaMemset(w_d.get(), 0xFF, E * expert_bytes));  // NaN: experts without rows are never read
-  for (int e = 0; e < E; ++e)
-    if (counts[e] > 0) {
-      const Operands w = random_operand(c.op, R * c.K, 0.05f, rng);
-      FMOE_CUDA(cudaMemcpy(static_cast<char*>(w_d.get()) + e * expert_bytes, w.bytes.data(), expert_bytes,
-                           cudaMemcpyHostToDevice));
-    }
-  std::uniform_real_distribution<float> ud(-1.0f, 1.0f);
-  std::vector<float> bias(E * R), w_tensor(E);
-  for (auto& v : bias) v = ud(rng);
-  for (auto& v : w_tensor) v = 0.5f + 0.5f * (ud(rng) + 1.0f);
-  const std::vector<float> scales = {0.8f /* a-scale of GEMM1 */, 0.02f /* static scale of GEMM2's input */};
-  DeviceBuffer off_d = upload_vec(offsets), re_d = upload_vec(row_expert), bias_d = upload_vec(bias),
-               wt_d = upload_vec(w_tensor), sc_d = upload_vec(scales), h_d(rows * R * 4), out_d(rows * c.N * elem);
-
-  cuda::GroupedGemmArgs g;
-  g.op = c.op;
-  g.a = a_d.get();
-  g.b = w_d.get();
-  g.d = static_cast<float*>(h_d.get());
-  g.n = R;
-  g.k = c.K;
-  g.groups = E;
-  g.expert_offsets = static_cast<const int32_t*>(off_d.get());
-  g.max_rows = rows;
+  GatedActProblem pr(c, {0, 3, 70, 0, 17, 1, 33, 8, 0},
+                     static_cast<uint32_t>(c.N * 13 + c.K + static_cast<int>(c.act) * 7 + c.interleaved));
+  cuda::GroupedGemmArgs& g = pr.g;
+  const ActivationParams& p = pr.p;
+  const int64_t rows = pr.rows;
+  const size_t elem = pr.elem;
   g.small_m_ok = false;
-  ActivationParams p;
-  p.h = static_cast<const float*>(h_d.get());
-  p.R = R;
-  p.N = c.N;
-  p.row_expert = static_cast<const int32_t*>(re_d.get());
-  p.rows = static_cast<const int32_t*>(off_d.get()) + E;
-  p.act = c.act;
-  p.order = c.order;
-  p.interleaved = c.interleaved;
-  p.bias = c.bias ? static_cast<const float*>(bias_d.get()) : nullptr;
-  p.act_dtype = c.op == Operand::FP16 ? DType::F16 : DType::BF16;
-  p.out = out_d.get();
-  p.op = c.op;
-  if (c.op == Operand::FP8) {
-    p.dq.kind = Dequant::TENSOR;
-    p.dq.a_tensor = {static_cast<const float*>(sc_d.get()), false};
-    p.dq.w = static_cast<const float*>(wt_d.get());
-    p.quant = Fp8Quant::TENSOR_STATIC;
-    p.scale = {static_cast<const float*>(sc_d.get()) + 1, false};
-  }
   ASSERT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA)) << "the GEMM must be the stream GEMM's";
   ASSERT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p)) << "the case must take the fused path";
 
-  auto download = [&] {
-    std::vector<uint8_t> h(out_d.bytes());
-    out_d.download(h.data(), h.size());
-    return h;
-  };
   auto run = [&](bool fused) {
-    FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));  // poison (not a valid output pattern)
-    if (fused) {
-      cuda::stream_gemm1_activation(g, p, nullptr);
-    } else {
-      cuda::stream_grouped_gemm(g, GemmPath::SM90_TMA, nullptr);
-      cuda::launch_activation(p, rows, nullptr);
-    }
-    FMOE_CUDA(cudaDeviceSynchronize());
-    return download();
+    return pr.poisoned_run([&] {
+      if (fused) {
+        cuda::stream_gemm1_activation(g, p, nullptr);
+      } else {
+        cuda::stream_grouped_gemm(g, GemmPath::SM90_TMA, nullptr);
+        cuda::launch_activation(p, rows, nullptr);
+      }
+    });
   };
   const auto unfused = run(false);
   const auto fused = run(true);
@@ -157,10 +75,10 @@ TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
   cuda::stream_gemm1_activation(g, p, s);
   FMOE_CUDA(cudaStreamEndCapture(s, &graph));
   FMOE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
-  FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));
+  FMOE_CUDA(cudaMemset(pr.out_d.get(), 0xA5, pr.out_d.bytes()));
   FMOE_CUDA(cudaGraphLaunch(exec, s));
   FMOE_CUDA(cudaStreamSynchronize(s));
-  const auto replay = download();
+  const auto replay = pr.download_out();
   FMOE_CUDA(cudaGraphExecDestroy(exec));
   FMOE_CUDA(cudaGraphDestroy(graph));
   FMOE_CUDA(cudaStreamDestroy(s));
@@ -180,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
                       ActCase{Operand::FP8, Activation::SWIGLUOAI, false, GateUpOrder::UP_GATE, true, 104, 256},
                       ActCase{Operand::FP8, Activation::GELU, true, GateUpOrder::GATE_UP, false, 384, 784},
                       ActCase{Operand::FP8, Activation::SILU, true, GateUpOrder::UP_GATE, true, 136, 1024}),
-    [](const auto& info) { return name_of(info.param); });
+    [](const auto& info) { return act_case_name(info.param); });
 
 // What the fused path refuses (the layer then runs the stream GEMM and the activation kernel).
 TEST(StreamGemmActRules, Refuses) {
