@@ -508,15 +508,15 @@ class CudaBackend final : public BackendImpl {
     g1.small_m_ok = fuse && !decode_stream;
     const bool gemm1_fused = fuse && !decode_stream && small_m_act;
     // The plan inside the gather kernel (one launch less) only in front of the fused GEMM1 +
-    // activation or the stream GEMM1, which wait before they read the plan anyway. In front of the small-M GEMM1 the
-    // plan must be two kernels back, or that GEMM waits before its first weight loads
+    // activation or the stream GEMM1, which wait before they read the plan anyway. In front of the
+    // small-M GEMM1 the plan must be two kernels back, or that GEMM waits before its first weight loads
     // (offsets_final_at_launch), and the layer measured 1.6-3.4% slower (fp8-channel, Mixtral
     // M = 2; bench/results/2026-11-21-h100-5be2e5d-plan-gather-race-fix).
     // The 4-bit GEMMs wait for the previous kernel before their first load anyway (chain_wait()
     // first), so for them the plan inside the gather is one launch less at decode sizes
     // (bench/results/2026-11-22-h100-w4-plan-in-gather).
-    const bool plan_in_gather = (gemm1_fused || w4_ || decode_stream) && args.hidden_states.dtype != DType::F8_E4M3 &&
-                                plan_gather_fused_applies(gp, slots);
+    const bool plan_in_gather = (gemm1_fused || w4_ || decode_stream) &&
+                                args.hidden_states.dtype != DType::F8_E4M3 && plan_gather_fused_applies(gp, slots);
     g1.offsets_final_at_launch = !plan_in_gather;
 
     // ---- permute ----

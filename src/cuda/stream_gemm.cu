@@ -18,15 +18,16 @@
 // stages as they are (the weights as the m64 A operand, the tokens as B, N = 8 / 16 / 32 / 64 by
 // the expert's rows). The ring runs on across the CTA's weight blocks, so the next block's loads
 // overlap this block's last MMAs and stores. Experts with more than kTokTile rows are done
-// kTokTile rows at a time (the weights re-read per batch).
+// kTokTile rows at a time (the weights re-read per batch). Grids below the SM count (decode: a few
+// experts) spread to one weight block per CTA and run an 8-deep ring at one CTA per SM.
 //
 // Numerics: bf16 / fp16 products are exact and summed in fp32 in the wgmma's registers across the
 // whole k. fp8: each stage's (128 k values) wgmma sums start from zero and are added to fp32
 // registers (the tensor cores sum e4m3 products with a short fraction: up to 1.2e-4 of the
-// magnitude sum measured at k = 256 on random full-range operands, tests/gpu/test_stream_gemm_gpu.cpp); fp8-block (kBlock) adds them
-// times activation scale x weight-block scale (one fmaf), as the small-M kernel and CUTLASS's
-// blockwise GEMM promote each k block. The sum order is fixed: deterministic, but not the bits of
-// the CUTLASS tile GEMM this replaces.
+// magnitude sum measured at k = 256 on random full-range operands, tests/gpu/test_stream_gemm_gpu.cpp);
+// fp8-block (kBlock) adds them times activation scale x weight-block scale (one fmaf), as the small-M
+// kernel and CUTLASS's blockwise GEMM promote each k block. The sum order is fixed: deterministic,
+// but not the bits of the CUTLASS tile GEMM this replaces.
 //
 // GEMM1 + activation (stream_gemm1_activation, kAct): the same kernel with GEMM1's weights read
 // through a 5-D map whose 128-row stage holds the gate and up rows of 64 outputs, each consumer
@@ -196,7 +197,8 @@ __device__ __forceinline__ void mma_stage(float (&d)[kTokTile / 2], uint32_t sa,
 // half's, so a consumer thread's C fragment rows g and g + 8 are the two sums of one output. n
 // is the number of outputs (p.N); p is the activation (ActivationStore), d is not used.
 template <Operand OP, bool kBlock, bool kAct, int S>
-__global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2) stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
+__global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
+    stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
                                                                   const __grid_constant__ CUtensorMap map_a,
                                                                   float* __restrict__ d, int n, int64_t k_bytes,
                                                                   int groups, const int32_t* __restrict__ offsets,
