@@ -13,27 +13,8 @@
 
 namespace fusedmoe::cuda {
 
-// Constructed once per thread after chain_wait() (it reads the tensor scales).
-struct ActivationStore {
-  float a_tensor, s;
-  bool fp8;
-  __device__ explicit ActivationStore(const ActivationParams& p)
-      : a_tensor(p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f),
-        s(p.quant == Fp8Quant::TENSOR_STATIC ? tensor_scale_value(p.scale) : 1.0f),
-        fp8(p.quant == Fp8Quant::TENSOR_STATIC) {}
-  // Activation output n of row r (expert e) from the sums of GEMM1 columns gi (gate) and ui (up).
-  __device__ __forceinline__ void operator()(const ActivationParams& p, int64_t r, int e, int64_t n, int64_t gi,
-                                             int64_t ui, float gate, float up) const {
-    const float ds = row_factor(p, r, e, a_tensor);
-    const float v = round_to(p.act_dtype, gated(p, fix_h(p, gate, ds, r, e, gi), fix_h(p, up, ds, r, e, ui)));
-    if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
-    else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
-  }
-};
-
-// ActivationStore for dequant NONE / TENSOR (a factor per expert) with the factor and the
-// output's two bias values read once by the caller: the same steps and bits as fix_h + gated +
-// round_to + the store, for epilogues that store many rows of one output.
+// For dequant NONE / TENSOR (the fused kernels' cases: a factor per expert, read once by make()
+// after chain_wait()): the same steps and bits as fix_h + gated + round_to, then the store.
 struct ActivationRowStore {
   float ds = 1.0f, s = 1.0f;
   bool scaled = false, fp8 = false;
@@ -52,6 +33,13 @@ struct ActivationRowStore {
     const float v = round_to(p.act_dtype, gated(p, gate, up));
     if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
     else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
+  }
+  // The same with the bias of GEMM1 columns gi (gate) and ui (up) of expert e read here.
+  __device__ __forceinline__ void store_cols(const ActivationParams& p, int64_t r, int e, int64_t n, int64_t gi,
+                                             int64_t ui, float gate, float up) const {
+    const float bg = p.bias ? p.bias[static_cast<int64_t>(e) * p.R + gi] : 0.0f;
+    const float bu = p.bias ? p.bias[static_cast<int64_t>(e) * p.R + ui] : 0.0f;
+    store(p, r, n, gate, up, bg, bu);
   }
 };
 

@@ -60,7 +60,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
   const uint8_t* brow[kWarpRows] = {b + (static_cast<int64_t>(e) * p.R + gi) * k * kBytes,
                                     b + (static_cast<int64_t>(e) * p.R + ui) * k * kBytes};
   const bool ok[kWarpRows] = {nok, nok};
-  const ActivationStore store(p);
+  const ActivationRowStore store = ActivationRowStore::make(p, e);
 
   for (int64_t r0 = 0; r0 < rows; r0 += kRowBatch) {
     const int nr = static_cast<int>(rows - r0 < kRowBatch ? rows - r0 : kRowBatch);
@@ -83,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_m_activation_kernel(const u
       for (int i = 0; i < kWarpRows; ++i) {
         h[i] = group_sum<L>(acc[i][j]);
       }
-      if (sl == 0 && nok) store(p, row0 + r0 + j, e, n, gi, ui, h[0], h[1]);
+      if (sl == 0 && nok) store.store_cols(p, row0 + r0 + j, e, n, gi, ui, h[0], h[1]);
     }
   }
 }
@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const u
   const uint8_t* wg = b + (static_cast<int64_t>(e) * p.R + gi) * row_bytes + 16 * t;
   const uint8_t* wu = b + (static_cast<int64_t>(e) * p.R + ui) * row_bytes + 16 * t;
   const int64_t row0 = offsets[e], rows = offsets[e + 1] - row0;
-  const ActivationStore store(p);
+  const ActivationRowStore store = ActivationRowStore::make(p, e);
 
   for (int64_t tok0 = 0; tok0 < rows; tok0 += 8) {
     const bool xok = tok0 + g < rows;
@@ -151,7 +151,7 @@ __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const u
 #pragma unroll
       for (int j = 0; j < 2; ++j) {
         const int64_t tok = tok0 + 2 * t + j;
-        if (nok && tok < rows) store(p, row0 + tok, e, n, gi, ui, h[j], h[2 + j]);
+        if (nok && tok < rows) store.store_cols(p, row0 + tok, e, n, gi, ui, h[j], h[2 + j]);
       }
     }
     __syncthreads();  // part is rewritten by the next row batch

@@ -195,7 +195,7 @@ __device__ __forceinline__ void mma_stage(float (&d)[kTokTile / 2], uint32_t sa,
 // (act_weight_map) and a weight block is 64 activation outputs: its shared-memory rows 16 w + i
 // are the first half's row of output 64 nb + 8 w + i (i < 8), rows 16 w + 8 + i the second
 // half's, so a consumer thread's C fragment rows g and g + 8 are the two sums of one output. n
-// is the number of outputs (p.N); p is the activation (ActivationStore), d is not used.
+// is the number of outputs (p.N); p is the activation (ActivationRowStore), d is not used.
 template <Operand OP, bool kBlock, bool kAct, int S>
 __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
