@@ -26,11 +26,12 @@ inline bool stream_gemm_takes(const GroupedGemmArgs& a, GemmPath path) {
 
 // At decode sizes where the layer's decode fusions pay (the small-M kernels would run GEMM1 +
 // activation and GEMM2 + finalize), GEMM1 runs here instead when its grid - one CTA per 128 weight
-// rows of each expert that can have rows - has at least a third of an SM count of CTAs. Measured
-// (H200, 2026-11-26, bench/results/2026-11-26-decode-stream): layer 0.85-0.96x at 1-2 tokens on
-// Qwen3-30B-A3B (96 / 192 CTAs), DeepSeek-V3 TP1 bf16 (256 / 512) and TP8 at 2 tokens (64),
-// Mixtral fp8 at one token 0.92x; DeepSeek-V3 TP8 at one token (32 CTAs of 0.9 MB) 1.21-1.36x
-// slower, hence the bound.
+// rows of each expert that can have rows - has at least a third of an SM count of CTAs (the
+// backend also asks that no fusion be lost). Kept rule measured (H200, 2026-11-26,
+// bench/results/2026-11-26-decode-stream/final3): layer 0.86-0.96x at 1-2 tokens on Qwen3-30B-A3B
+// (96 / 192 CTAs), DeepSeek-V3 TP1 bf16 0.87x (256 / 512), TP8 at 2 tokens 0.95-0.99x (64);
+// DeepSeek-V3 TP8 at one token (32 CTAs of 0.9 MB) streamed was 1.21-1.36x slower (explore/),
+// hence the bound.
 inline bool stream_gemm1_decode_pays(const GroupedGemmArgs& g1) {
   const int64_t active = g1.max_rows < g1.groups ? g1.max_rows : g1.groups;
   return 3 * ((g1.n + 127) / 128) * active >= g1.sm_count;
