@@ -1,6 +1,7 @@
 // Weight-streaming grouped GEMM for small batches per expert (stream_gemm.hpp): the calls that
-// took CUTLASS's swap-AB configs (at most kSmallConfigMaxRowsPerGroup expected rows per active
-// expert: Qwen3-30B-A3B / DeepSeek-V3 at 8..512 tokens, Mixtral at 8..128), and the decode-size
+// took CUTLASS's swap-AB configs (at most 32 expected rows per active expert: Qwen3-30B-A3B /
+// DeepSeek-V3 at 8..512 tokens, Mixtral at 8..128), since 2026-11-26 up to 48 rows where k >= 512
+// (sm90_use_small_config), and the decode-size
 // calls whose small-M kernels would run without the decode fusions (GroupedGemmArgs::small_m_ok).
 //
 // Why not the CUTLASS swap-AB tile GEMM there: those calls only stream weights (a few tokens per

@@ -14,11 +14,12 @@ namespace fusedmoe::cuda {
 bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path);
 void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream);
 // Whether run_grouped_gemm gives the call to stream_grouped_gemm: every call of the few-rows range
-// (sm90_use_small_config: at most kSmallConfigMaxRowsPerGroup expected rows per active expert)
-// that the small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK.
-// Measured against the CUTLASS swap-AB configs in the same call (H200, 2026-11-26,
+// (sm90_use_small_config: at most 32 expected rows per active expert, 48 where k >= 512) that the
+// small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK. Measured
+// against the CUTLASS swap-AB configs in the same call (H200, 2026-11-26,
 // bench/results/2026-11-26-h200-stream-gemm/v2-wgmma): layer 0.80-0.99x at every such point of
-// Qwen3-30B-A3B, DeepSeek-V3 TP1 / TP8 and Mixtral (M = 8..512; bf16, fp8-tensor, fp8-block).
+// Qwen3-30B-A3B, DeepSeek-V3 TP1 / TP8 and Mixtral (M = 8..512; bf16, fp8-tensor, fp8-block); at
+// 33-48 rows against the large configs 0.90-0.99x (H100, bench/results/2026-11-26-stream-64rows).
 inline bool stream_gemm_takes(const GroupedGemmArgs& a, GemmPath path) {
   return (path == GemmPath::SM90_TMA || path == GemmPath::SM90_FP8_BLOCK) && !small_m_takes(a, path) &&
          sm90_use_small_config(a) && stream_gemm_applies(a, path);

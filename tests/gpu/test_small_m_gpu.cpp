@@ -222,10 +222,16 @@ TEST(SmallMRules, MeasuredChoices) {
   EXPECT_TRUE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));
   g.b_scale = nullptr;  // without weight scales the small-M block kernel is not taken
   EXPECT_FALSE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));
-  // The few-rows range (the stream GEMM's) up to 32 expected rows per active expert.
+  // The few-rows range (the stream GEMM's) up to 32 expected rows per active expert, 48 where
+  // k >= 512 (here k = 2048).
   g.groups = 8;
   g.max_rows = 256;  // Mixtral M = 128: 32 rows per expert
   EXPECT_TRUE(cuda::sm90_use_small_config(g));
+  g.max_rows = 384;  // M = 192: 48 rows per expert
+  EXPECT_TRUE(cuda::sm90_use_small_config(g));
+  g.k = 256;
+  EXPECT_FALSE(cuda::sm90_use_small_config(g));
+  g.k = 2048;
   g.max_rows = 512;  // M = 256: 64 rows per expert
   EXPECT_FALSE(cuda::sm90_use_small_config(g));
   g.groups = 256;

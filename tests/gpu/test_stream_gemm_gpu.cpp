@@ -234,6 +234,11 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   g.small_m_ok = true;
   g.max_rows = 128 * 32;  // 32 rows per expert: still the swap-AB range
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 48;  // 48 rows per expert: the stream GEMM where k >= 512 (kStreamLongKMinK)
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.k = 256;  // a short k (DeepSeek-V3 TP8's GEMM2): the large tile configs from 33 rows per expert
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.k = 2048;
   g.max_rows = 128 * 64;  // 64 rows per expert: the large tile configs
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 512;
