@@ -61,26 +61,35 @@ struct GroupedGemmArgs {
 };
 
 // The few-rows range: at most kSmallConfigMaxRowsPerGroup expected rows per active expert, or
-// kStreamLongKMaxRowsPerGroup where k >= kStreamLongKMinK (decode and small batches: the GEMMs
-// stream weights). It was CUTLASS's swap-AB configs (weights on the MMA's 128-row side, tokens on a
-// 64-wide N tile); since 2026-11-26 it is the stream GEMM (stream_gemm.hpp), and the SM90 instances
-// serve the calls above it. 32 is the swap-AB configs' bound (at 64 rows per expert the large
-// configs were faster than them: H100, 2026-11-21, bench/results/2026-11-21-h100-small-config-threshold).
-// The stream GEMM at 48 rows per expert against the large configs (H100, 2026-11-26,
-// bench/results/2026-11-26-stream-64rows/ab1): layer 0.92-0.96x on Qwen3-30B-A3B (768 tokens),
-// Mixtral (192) and DeepSeek-V3 TP1 (1536), but DeepSeek-V3 TP8 (1536) 1.01-1.08x: its GEMM2's k
-// = 256 makes the stream GEMM's fp32 D (the large configs write bf16 there) a third to three
-// quarters of the weight bytes it streams. Hence the bound on k; the kept rule against 32 (ab2):
-// 0.90-0.99x at 33-48 rows per expert on all four presets and bf16 / fp8-tensor / fp8-channel /
-// fp8-block (32 points, geomean 0.951), 0.99-1.01x at 16 control points the rule leaves alone. At 64 expected rows half the
-// experts pass the stream GEMM's 64-row token tile and stream their weights twice: 1.19-1.42x.
+// more where k >= kStreamLongKMinK: kStreamLongKMaxRowsPerGroup, and kStreamWideMaxRowsPerGroup
+// for 16-bit operands (decode and small batches: the GEMMs stream weights). It was CUTLASS's
+// swap-AB configs (weights on the MMA's 128-row side, tokens on a 64-wide N tile); since
+// 2026-11-26 it is the stream GEMM (stream_gemm.hpp), and the SM90 instances serve the calls above
+// it. 32 is the swap-AB configs' bound (at 64 rows per expert the large configs were faster than
+// them: H100, 2026-11-21, bench/results/2026-11-21-h100-small-config-threshold).
+// The stream GEMM at 48 rows per expert against the large configs (which pad 33-64 rows to a
+// 128-row tile; H100, 2026-11-26, bench/results/2026-11-26-stream-64rows): layer 0.92-0.96x on
+// Qwen3-30B-A3B (768 tokens), Mixtral (192) and DeepSeek-V3 TP1 (1536), but DeepSeek-V3 TP8 (1536)
+// 1.01-1.08x: its GEMM2's k = 256 makes the stream GEMM's fp32 D (the large configs write bf16
+// there) a third to three quarters of the weight bytes it streams. Hence the bound on k; 48 where
+// k >= 512 against 32 (ab2): 0.90-0.99x at 33-48 rows on all four presets and bf16 / fp8-tensor /
+// fp8-channel / fp8-block (32 points, geomean 0.951), 0.99-1.01x at 16 control points.
+// 49-64 rows: with the 64-row token tile half the experts stream their weights twice (1.19-1.42x);
+// with the 128-row tile (stream_gemm.cu; bench/results/2026-11-26-stream-wide-tile) bf16 layers
+// were 0.91-1.00x the large configs' time (DeepSeek-V3 TP1 2048 tokens 0.909, TP8 2048 0.967,
+// Mixtral 256 0.969, Qwen3 1024 0.997), fp8 ones 0.98-1.14x and fp8-block 1.09-1.30x: 64 for
+// 16-bit operands only.
 constexpr int64_t kSmallConfigMaxRowsPerGroup = 32;
 constexpr int64_t kStreamLongKMaxRowsPerGroup = 48;
+constexpr int64_t kStreamWideMaxRowsPerGroup = 64;
 constexpr int64_t kStreamLongKMinK = 512;
+inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
+  if (a.k < kStreamLongKMinK) return kSmallConfigMaxRowsPerGroup;
+  return a.op == Operand::BF16 || a.op == Operand::FP16 ? kStreamWideMaxRowsPerGroup : kStreamLongKMaxRowsPerGroup;
+}
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
   const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;  // experts that can have rows
-  const int64_t bound = a.k >= kStreamLongKMinK ? kStreamLongKMaxRowsPerGroup : kSmallConfigMaxRowsPerGroup;
-  return active > 0 && a.max_rows <= bound * active;
+  return active > 0 && a.max_rows <= stream_max_rows_per_group(a) * active;
 }
 
 // Large-M GEMMs with short K (k <= kPingpongMaxK: Qwen3 / DeepSeek-TP8 down projections) and an

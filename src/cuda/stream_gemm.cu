@@ -20,7 +20,10 @@
 // the expert's rows). The ring runs on across the CTA's weight blocks, so the next block's loads
 // overlap this block's last MMAs and stores. Experts with more than kTokTile rows are done
 // kTokTile rows at a time (the weights re-read per batch). Grids below the SM count (decode: a few
-// experts) spread to one weight block per CTA and run an 8-deep ring at one CTA per SM.
+// experts) spread to one weight block per CTA and run an 8-deep ring at one CTA per SM. 16-bit
+// calls with 49-64 expected rows per expert take a 128-row token tile instead (kWideTokTile: an
+// N = 128 wgmma, 6 stages of 32 KB at one CTA per SM; wide_tile()), so that the experts above 64
+// rows do not stream their weights twice; the same sums (tests compare the bits).
 //
 // Numerics: bf16 / fp16 products are exact and summed in fp32 in the wgmma's registers across the
 // whole k. fp8: each stage's (128 k values) wgmma sums start from zero and are added to fp32
@@ -66,15 +69,20 @@ constexpr int kConsumerWarps = kBN / 16;          // two warpgroups
 constexpr int kWarps = kConsumerWarps + 1;        // + the producer warp
 constexpr int kStageK = 128;                      // bytes of k per stage (the 128-byte swizzle row)
 constexpr int kTokTile = 64;                      // activation rows per batch (8 n-tiles of 8)
+// The wide token tile: 128 activation rows per batch (an N = 128 wgmma, 64 accumulators per
+// thread), for calls with more than 32 expected rows per expert (wide_tile(), launch()), where a
+// 64-row batch would leave many experts with a second batch that streams their weights again.
+constexpr int kWideTokTile = 128;
+constexpr int kWideStages = 6;  // 6 x 32 KB stages at one CTA per SM
 constexpr int kTokBox = 16;                       // activation rows per TMA box
 constexpr int64_t kActHalvesMaxBytes = int64_t{32} << 20;  // stream_gemm1_act_applies
 constexpr int kStages = 4;      // ring depth with two CTAs per SM
 constexpr int kDeepStages = 8;  // with one CTA per SM, for grids of at most one CTA per SM (launch())
 constexpr int kWBytes = kBN * kStageK;            // 16 KB
-constexpr int kXBytes = kTokTile * kStageK;       // 8 KB
-constexpr int kStageBytes = kWBytes + kXBytes;    // a multiple of 1024: every box 1024-byte aligned
-template <int S>
-constexpr int smem_bytes() { return S * kStageBytes + 1024; }  // + alignment slack of the dynamic base
+template <int T>
+constexpr int stage_bytes() { return kWBytes + T * kStageK; }  // a multiple of 1024: every box 1024-byte aligned
+template <int S, int T>
+constexpr int smem_bytes() { return S * stage_bytes<T>() + 1024; }  // + alignment slack of the dynamic base
 // Weight bytes a CTA streams at least (several 128-row blocks when rows are short), so its start
 // (expert lookup, barrier set-up, the first copies' latency) is paid over enough work.
 constexpr int64_t kTargetCtaBytes = 192 * 1024;
@@ -136,6 +144,16 @@ __device__ __forceinline__ void tma_load_5d(void* dst, const CUtensorMap* map, i
   FMOE_SG_O16(d), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), \
       "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]),  \
       "+f"(d[31])
+#define FMOE_SG_R64                                                                                          \
+  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
+  "%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,"    \
+  "%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63}"
+#define FMOE_SG_O64(d)                                                                                          \
+  FMOE_SG_O32(d), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), \
+      "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]),  \
+      "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]),  \
+      "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),  \
+      "+f"(d[63])
 // SHAPE: "m64nXkY.f32.T.T"; R / O: the register list and operands of N / 2 floats; A, B, P: the
 // operand numbers of the two descriptors and the accumulate flag; TAIL: ", 0, 0" (no transposes)
 // for the 16-bit types, empty for e4m3.
@@ -145,9 +163,9 @@ __device__ __forceinline__ void tma_load_5d(void* dst, const CUtensorMap* map, i
                : O(d)                                                                                    \
                : "l"(desc_a), "l"(desc_b), "r"(accumulate))
 
-template <Operand OP, int N>
-__device__ __forceinline__ void wgmma_step(float (&d)[kTokTile / 2], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  static_assert(N == 8 || N == 16 || N == 32 || N == 64, "token tile of 8, 16, 32 or 64");
+template <Operand OP, int N, int D>
+__device__ __forceinline__ void wgmma_step(float (&d)[D], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert((N == 8 || N == 16 || N == 32 || N == 64 || N == 128) && N / 2 <= D, "token tile of 8 .. 128");
 #define FMOE_SG_TYPES(NS, R, O, A, B, P)                                                   \
   if constexpr (OP == Operand::FP8) FMOE_SG_WGMMA("m64n" NS "k32.f32.e4m3.e4m3", R, O, A, B, P, ""); \
   else if constexpr (OP == Operand::BF16) FMOE_SG_WGMMA("m64n" NS "k16.f32.bf16.bf16", R, O, A, B, P, ", 0, 0"); \
@@ -158,33 +176,41 @@ __device__ __forceinline__ void wgmma_step(float (&d)[kTokTile / 2], uint64_t de
     FMOE_SG_TYPES("16", FMOE_SG_R8, FMOE_SG_O8, "8", "9", "10")
   } else if constexpr (N == 32) {
     FMOE_SG_TYPES("32", FMOE_SG_R16, FMOE_SG_O16, "16", "17", "18")
-  } else {
+  } else if constexpr (N == 64) {
     FMOE_SG_TYPES("64", FMOE_SG_R32, FMOE_SG_O32, "32", "33", "34")
+  } else {
+    FMOE_SG_TYPES("128", FMOE_SG_R64, FMOE_SG_O64, "64", "65", "66")
   }
 #undef FMOE_SG_TYPES
 }
 
 // One stage (kStageK bytes of k = 4 wgmma k steps of 32 bytes) of a warpgroup: its 64 weight rows
 // at sa x the N token rows at sb, into d (accumulate 0: the stage's sums alone).
-template <Operand OP, int N>
-__device__ __forceinline__ void wgmma_stage(float (&d)[kTokTile / 2], uint32_t sa, uint32_t sb, bool accumulate) {
+template <Operand OP, int N, int D>
+__device__ __forceinline__ void wgmma_stage(float (&d)[D], uint32_t sa, uint32_t sb, bool accumulate) {
   const uint64_t da = wg::smem_desc(sa), db = wg::smem_desc(sb);
   wg::wgmma_fence();
 #pragma unroll
   for (int kk = 0; kk < kStageK / 32; ++kk)  // a 32-byte k step adds 2 to the descriptor's address field
-    wgmma_step<OP, N>(d, da + 2 * kk, db + 2 * kk, accumulate || kk > 0 ? 1 : 0);
+    wgmma_step<OP, N, D>(d, da + 2 * kk, db + 2 * kk, accumulate || kk > 0 ? 1 : 0);
 }
 
-// A whole stage of a warpgroup with the wgmma width nw (8, 16, 32 or 64 tokens), waited for.
-template <Operand OP>
-__device__ __forceinline__ void mma_stage(float (&d)[kTokTile / 2], uint32_t sa, uint32_t sb, int nw,
-                                          bool accumulate) {
+// A whole stage of a warpgroup with the wgmma width nw (8 .. 2 D tokens), waited for.
+template <Operand OP, int D>
+__device__ __forceinline__ void mma_stage(float (&d)[D], uint32_t sa, uint32_t sb, int nw, bool accumulate) {
   wg::fence_operand(d);
   switch (nw) {
     case 8: wgmma_stage<OP, 8>(d, sa, sb, accumulate); break;
     case 16: wgmma_stage<OP, 16>(d, sa, sb, accumulate); break;
     case 32: wgmma_stage<OP, 32>(d, sa, sb, accumulate); break;
-    default: wgmma_stage<OP, 64>(d, sa, sb, accumulate); break;
+    default:
+      if constexpr (D >= 64) {
+        if (nw == 128) wgmma_stage<OP, 128>(d, sa, sb, accumulate);
+        else wgmma_stage<OP, 64>(d, sa, sb, accumulate);
+      } else {
+        wgmma_stage<OP, 64>(d, sa, sb, accumulate);
+      }
+      break;
   }
   wg::wgmma_commit();
   wg::wgmma_wait<0>();
@@ -197,7 +223,7 @@ __device__ __forceinline__ void mma_stage(float (&d)[kTokTile / 2], uint32_t sa,
 // are the first half's row of output 64 nb + 8 w + i (i < 8), rows 16 w + 8 + i the second
 // half's, so a consumer thread's C fragment rows g and g + 8 are the two sums of one output. n
 // is the number of outputs (p.N); p is the activation (ActivationRowStore), d is not used.
-template <Operand OP, bool kBlock, bool kAct, int S>
+template <Operand OP, bool kBlock, bool kAct, int S, int T>
 __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
                                                                   const __grid_constant__ CUtensorMap map_a,
@@ -212,7 +238,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   __shared__ uint64_t full[S], empty[S];
   // kBlock: activation scale x weight-block scale of each token row of the stage's k block,
   // written by the producer warp (it arrives on full[] after its stores).
-  __shared__ float stage_scale[kBlock ? S : 1][kTokTile];
+  __shared__ float stage_scale[kBlock ? S : 1][T];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
 
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
@@ -224,7 +250,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   const int nbn = min(nb_per_cta, nblocks - nb0);
   if (nbn <= 0) return;
   const int ksteps = static_cast<int>((k_bytes + kStageK - 1) / kStageK);
-  const int batches = (rows + kTokTile - 1) / kTokTile;
+  const int batches = (rows + T - 1) / T;
   const int kblocks = static_cast<int>(k_bytes / 128);  // kBlock: fp8, k a multiple of 128
 
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -244,7 +270,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     if (!kBlock && lane != 0) return;
     int it = 0;
     for (int tb = 0; tb < batches; ++tb) {
-      const int tok = min(kTokTile, rows - tb * kTokTile);
+      const int tok = min(T, rows - tb * T);
       const int boxes = (tok + kTokBox - 1) / kTokBox;
       const uint32_t bytes = kWBytes + boxes * kTokBox * kStageK;
       for (int nb = nb0; nb < nb0 + nbn; ++nb)
@@ -252,20 +278,20 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           const int s = it % S;
           if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
           if (lane == 0) {
-            uint8_t* st = smem + s * kStageBytes;
+            uint8_t* st = smem + s * stage_bytes<T>();
             mbar_expect_tx(&full[s], bytes);
             if constexpr (kAct) tma_load_5d(st, &map_b, ks * kStageK, nb * (kBlockCols / 8), e, &full[s]);
             else tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
             for (int bx = 0; bx < boxes; ++bx)
               tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK,
-                          row0 + tb * kTokTile + bx * kTokBox, &full[s]);
+                          row0 + tb * T + bx * kTokBox, &full[s]);
           }
           if constexpr (kBlock) {
             // Expert e's activation scales: [k / 128, rows] column-major from row0 * k / 128 on.
             const float sb = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
             const float* sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
-            for (int r = lane; r < kTokTile; r += 32) {
-              const int row = tb * kTokTile + r;
+            for (int r = lane; r < T; r += 32) {
+              const int row = tb * T + r;
               stage_scale[s][r] = row < rows ? __ldg(sa + row) * sb : 0.0f;
             }
             mbar_arrive(&full[s]);
@@ -286,25 +312,25 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   constexpr bool kPromote = kBlock || OP == Operand::FP8;
   // kAct: the activation store's per-CTA constants (the tensor scales, this expert's dequant).
   const ActivationRowStore act_out = kAct ? ActivationRowStore::make(p, e) : ActivationRowStore{};
-  float acc[kTokTile / 2];
-  float part[kTokTile / 2];  // kPromote: one stage's sums
+  float acc[T / 2];
+  float part[T / 2];  // kPromote: one stage's sums
   int it = 0;
   for (int tb = 0; tb < batches; ++tb) {
-    const int tok = min(kTokTile, rows - tb * kTokTile);
-    const int nt = (tok + 7) / 8;                             // 8-token column blocks with rows
-    const int nw = nt <= 1 ? 8 : nt <= 2 ? 16 : nt <= 4 ? 32 : 64;  // the wgmma's N
+    const int tok = min(T, rows - tb * T);
+    const int nt = (tok + 7) / 8;                                               // 8-token column blocks with rows
+    const int nw = nt <= 1 ? 8 : nt <= 2 ? 16 : nt <= 4 ? 32 : (T > 64 && nt > 8) ? 128 : 64;  // the wgmma's N
     for (int nb = nb0; nb < nb0 + nbn; ++nb) {
 #pragma unroll
-      for (int i = 0; i < kTokTile / 2; ++i) acc[i] = 0.0f;
+      for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
       for (int ks = 0; ks < ksteps; ++ks, ++it) {
         const int s = it % S;
         mbar_wait(&full[s], (it / S) & 1);
-        const uint32_t st = smem_u32(smem + s * kStageBytes), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
+        const uint32_t st = smem_u32(smem + s * stage_bytes<T>()), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
         if constexpr (kPromote) mma_stage<OP>(part, sw, sx, nw, false);
         else mma_stage<OP>(acc, sw, sx, nw, true);
         if constexpr (kPromote && !kBlock) {
 #pragma unroll
-          for (int j = 0; j < kTokTile / 8; ++j) {
+          for (int j = 0; j < T / 8; ++j) {
             if (j >= nt) break;
 #pragma unroll
             for (int v = 0; v < 4; ++v) acc[4 * j + v] += part[4 * j + v];
@@ -312,7 +338,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
         }
         if constexpr (kBlock) {
 #pragma unroll
-          for (int j = 0; j < kTokTile / 8; ++j) {
+          for (int j = 0; j < T / 8; ++j) {
             if (j >= nt) break;
             const float2 sc = *reinterpret_cast<const float2*>(&stage_scale[s][8 * j + 2 * t]);
             acc[4 * j + 0] = fmaf(part[4 * j + 0], sc.x, acc[4 * j + 0]);
@@ -341,10 +367,10 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           for (int j = 0; j < nt; ++j) {
             const float f0 = acc[0], f1 = acc[1], s0 = acc[2], s1 = acc[3];
 #pragma unroll
-            for (int i = 0; i + 4 < kTokTile / 2; ++i) acc[i] = acc[i + 4];
+            for (int i = 0; i + 4 < T / 2; ++i) acc[i] = acc[i + 4];
 #pragma unroll 1
             for (int q = 0; q < 2; ++q) {
-              const int r = tb * kTokTile + j * 8 + 2 * t + q;
+              const int r = tb * T + j * 8 + 2 * t + q;
               if (r >= rows) break;
               const float first = q ? f1 : f0, second = q ? s1 : s0;
               act_out.store(p, row0 + r, o, gate_first ? first : second, gate_first ? second : first, bg, bu);
@@ -355,11 +381,11 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
       }
       const int c0 = nb * kBN + wr;
 #pragma unroll
-      for (int j = 0; j < kTokTile / 8; ++j) {
+      for (int j = 0; j < T / 8; ++j) {
         if (j >= nt) break;
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
-          const int r = tb * kTokTile + j * 8 + 2 * t + q;
+          const int r = tb * T + j * 8 + 2 * t + q;
           if (r < rows) {
             float* drow = d + static_cast<int64_t>(row0 + r) * n;
             if (c0 < n) drow[c0] = acc[4 * j + q];
@@ -425,8 +451,19 @@ CUtensorMap act_weight_map(const void* p, int64_t groups, int64_t N, int64_t row
   return m;
 }
 
+// Whether an AUTO launch takes the wide token tile: 16-bit operands with more than
+// kStreamLongKMaxRowsPerGroup expected rows per active expert (only 16-bit calls come here with
+// more: sm90_use_small_config). At 33-48 rows the 64-row tile at two CTAs per SM was as fast or
+// faster (bf16 0.99-1.02x the wide tile's time), and fp8 / fp8-block lost with the wide tile
+// at 49-64 rows (bench/results/2026-11-26-stream-wide-tile).
+bool wide_tile(const GroupedGemmArgs& g) {
+  const int64_t active = g.max_rows < g.groups ? g.max_rows : g.groups;
+  return (g.op == Operand::BF16 || g.op == Operand::FP16) && g.max_rows > kStreamLongKMaxRowsPerGroup * active;
+}
+
 template <Operand OP, bool kBlock, bool kAct = false>
-void launch(const GroupedGemmArgs& g, cudaStream_t stream, const ActivationParams& p = ActivationParams{}) {
+void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
+            const ActivationParams& p = ActivationParams{}) {
   const int64_t elem = OP == Operand::FP8 ? 1 : 2, k_bytes = g.k * elem;
   const CUtensorMap map_b = kAct ? act_weight_map(g.b, g.groups, p.N, k_bytes, p.interleaved)
                                  : byte_map(g.b, static_cast<int64_t>(g.groups) * g.n, k_bytes, kBN);
@@ -445,19 +482,18 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, const ActivationParam
     per = static_cast<int>(spread < 1 ? 1 : spread < per ? spread : per);
   }
   const dim3 grid(static_cast<unsigned>((nblocks + per - 1) / per), static_cast<unsigned>(active));
-  if (small_grid && static_cast<int64_t>(grid.x) * active <= g.sm_count) {
-    constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, kDeepStages>;
-    opt_in_dynamic_smem<kernel>(smem_bytes<kDeepStages>());
-    launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<kDeepStages>(), stream, map_b, map_a,
-                   static_cast<float*>(g.d), static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per,
-                   g.a_scale, g.b_scale, p);
-  } else {
-    constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, kStages>;
-    opt_in_dynamic_smem<kernel>(smem_bytes<kStages>());
-    launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<kStages>(), stream, map_b, map_a,
-                   static_cast<float*>(g.d), static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per,
-                   g.a_scale, g.b_scale, p);
-  }
+#define FMOE_SG_LAUNCH(S, T)                                                                                   \
+  do {                                                                                                        \
+    constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, S, T>;                                       \
+    opt_in_dynamic_smem<kernel>(smem_bytes<S, T>());                                                          \
+    launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<S, T>(), stream, map_b, map_a,                 \
+                   static_cast<float*>(g.d), static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per, \
+                   g.a_scale, g.b_scale, p);                                                                  \
+  } while (0)
+  if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g))) FMOE_SG_LAUNCH(kWideStages, kWideTokTile);
+  else if (small_grid && static_cast<int64_t>(grid.x) * active <= g.sm_count) FMOE_SG_LAUNCH(kDeepStages, kTokTile);
+  else FMOE_SG_LAUNCH(kStages, kTokTile);
+#undef FMOE_SG_LAUNCH
 }
 
 }  // namespace
@@ -475,7 +511,7 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
   const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;
   return (a.k * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.a) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.b) % 16 == 0 && static_cast<int64_t>(a.groups) * a.n < INT32_MAX &&
-         a.max_rows < INT32_MAX - kTokTile && a.k * elem < INT32_MAX && active <= 65535;
+         a.max_rows < INT32_MAX - kWideTokTile && a.k * elem < INT32_MAX && active <= 65535;
 }
 
 bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
@@ -494,28 +530,29 @@ bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const Ac
          (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR) && p.N / 8 < (int64_t{1} << 31);
 }
 
-void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream) {
+void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,
+                             StreamTile tile) {
   if (!stream_gemm1_act_applies(g1, GemmPath::SM90_TMA, p))
     throw Error("stream GEMM1 + activation: called for a problem it does not take (stream_gemm1_act_applies: gated "
                 "activation, R = 2N with N a multiple of 8, bf16 / fp16 conversion or static fp8; N = " +
                 std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
   switch (g1.op) {
-    case Operand::BF16: return launch<Operand::BF16, false, true>(g1, stream, p);
-    case Operand::FP16: return launch<Operand::FP16, false, true>(g1, stream, p);
-    default: return launch<Operand::FP8, false, true>(g1, stream, p);
+    case Operand::BF16: return launch<Operand::BF16, false, true>(g1, stream, tile, p);
+    case Operand::FP16: return launch<Operand::FP16, false, true>(g1, stream, tile, p);
+    default: return launch<Operand::FP8, false, true>(g1, stream, tile, p);
   }
 }
 
-void stream_grouped_gemm(const GroupedGemmArgs& g, GemmPath path, cudaStream_t stream) {
+void stream_grouped_gemm(const GroupedGemmArgs& g, GemmPath path, cudaStream_t stream, StreamTile tile) {
   if (!stream_gemm_applies(g, path))
     throw Error("stream GEMM: called for a problem it does not take (fp32 D, bf16 / fp16 / fp8 operands with "
                 "16-byte aligned rows and bases; fp8-block also n, k multiples of 128 and both scale arrays; n = " +
                 std::to_string(g.n) + ", k = " + std::to_string(g.k) + ")");
-  if (path == GemmPath::SM90_FP8_BLOCK) return launch<Operand::FP8, true>(g, stream);
+  if (path == GemmPath::SM90_FP8_BLOCK) return launch<Operand::FP8, true>(g, stream, tile);
   switch (g.op) {
-    case Operand::BF16: return launch<Operand::BF16, false>(g, stream);
-    case Operand::FP16: return launch<Operand::FP16, false>(g, stream);
-    default: return launch<Operand::FP8, false>(g, stream);
+    case Operand::BF16: return launch<Operand::BF16, false>(g, stream, tile);
+    case Operand::FP16: return launch<Operand::FP16, false>(g, stream, tile);
+    default: return launch<Operand::FP8, false>(g, stream, tile);
   }
 }
 

@@ -12,7 +12,12 @@ namespace fusedmoe::cuda {
 // of swizzled stages. fp32 D; SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK (block scales
 // promoted per 128-wide k block). stream_gemm_applies: operands and alignment it can take.
 bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path);
-void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream);
+// The token tile a launch takes: AUTO picks the 128-row tile for calls with more than 32 expected
+// rows per active expert (stream_gemm.cu, wide_tile()), the 64-row tile otherwise; tests force
+// either (the same sums: a weight row's products with a token row do not depend on the tile).
+enum class StreamTile { AUTO, NARROW, WIDE };
+void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream,
+                         StreamTile tile = StreamTile::AUTO);
 // Whether run_grouped_gemm gives the call to stream_grouped_gemm: every call of the few-rows range
 // (sm90_use_small_config: at most 32 expected rows per active expert, 48 where k >= 512) that the
 // small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK. Measured
@@ -45,6 +50,7 @@ inline bool stream_gemm1_decode_pays(const GroupedGemmArgs& g1) {
 // static per-tensor fp8; dequant NONE or TENSOR; halves or interleaved rows, either order; N a
 // multiple of 8. Same sums as stream_grouped_gemm (the same wgmma steps per weight row).
 bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p);
-void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream);
+void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,
+                             StreamTile tile = StreamTile::AUTO);
 
 }  // namespace fusedmoe::cuda

@@ -223,7 +223,7 @@ TEST(SmallMRules, MeasuredChoices) {
   g.b_scale = nullptr;  // without weight scales the small-M block kernel is not taken
   EXPECT_FALSE(cuda::small_m_takes(g, cuda::GemmPath::SM90_FP8_BLOCK));
   // The few-rows range (the stream GEMM's) up to 32 expected rows per active expert, 48 where
-  // k >= 512 (here k = 2048).
+  // k >= 512 (here k = 2048), 64 there for 16-bit operands.
   g.groups = 8;
   g.max_rows = 256;  // Mixtral M = 128: 32 rows per expert
   EXPECT_TRUE(cuda::sm90_use_small_config(g));
@@ -234,6 +234,11 @@ TEST(SmallMRules, MeasuredChoices) {
   g.k = 2048;
   g.max_rows = 512;  // M = 256: 64 rows per expert
   EXPECT_FALSE(cuda::sm90_use_small_config(g));
+  g.op = Operand::BF16;  // 16-bit operands: up to 64 rows (the stream GEMM's 128-row token tile)
+  EXPECT_TRUE(cuda::sm90_use_small_config(g));
+  g.max_rows = 520;
+  EXPECT_FALSE(cuda::sm90_use_small_config(g));
+  g.op = Operand::FP8;
   g.groups = 256;
   g.max_rows = 512;  // DeepSeek-V3 TP8 M = 64
   EXPECT_TRUE(cuda::sm90_use_small_config(g));

@@ -83,6 +83,9 @@ TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
   FMOE_CUDA(cudaGraphDestroy(graph));
   FMOE_CUDA(cudaStreamDestroy(s));
   ASSERT_EQ(fused, replay) << "graph replay differs";
+  // With the 128-row token tile: the same bytes.
+  EXPECT_EQ(fused, pr.poisoned_run([&] { cuda::stream_gemm1_activation(g, p, nullptr, cuda::StreamTile::WIDE); }))
+      << "the wide token tile differs";
   // As a grid of at most one CTA per SM (the deep ring, one weight block per CTA): the same bytes.
   g.sm_count = 1 << 20;
   EXPECT_EQ(fused, run(true)) << "the small-grid launch differs";

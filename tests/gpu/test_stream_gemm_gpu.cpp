@@ -166,6 +166,13 @@ void run_and_check(Problem& p) {
   p.g.sm_count = sm_count;
   const std::vector<float> deep = p.download();
   ASSERT_EQ(0, std::memcmp(d.data(), deep.data(), d.size() * 4)) << "the small-grid launch differs";
+  // With the 128-row token tile (an N = 128 wgmma; the expert of 70 rows in one batch instead of
+  // two): the same bits.
+  FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+  cuda::stream_grouped_gemm(p.g, p.path(), nullptr, cuda::StreamTile::WIDE);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  const std::vector<float> wide = p.download();
+  ASSERT_EQ(0, std::memcmp(d.data(), wide.data(), d.size() * 4)) << "the wide token tile differs";
 }
 
 class StreamGemm : public ::testing::TestWithParam<std::tuple<Operand, int64_t, int64_t>> {};
@@ -241,6 +248,11 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   g.k = 2048;
   g.max_rows = 128 * 64;  // 64 rows per expert: the large tile configs
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.op = Operand::BF16;  // 16-bit operands: the stream GEMM (its 128-row token tile) up to 64 rows
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 64 + 128;
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.op = Operand::FP8;
   g.max_rows = 512;
   g.k = 1288;  // rows of 1288 bytes: not a 16-byte multiple
   EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
