@@ -93,6 +93,7 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
 }
 
 bool sm90_bf16_d_applies(const GroupedGemmArgs& a, GemmPath path) {
+  if (stream_gemm_takes(a, path)) return a.n % 8 == 0;  // the few-rows range: the stream GEMM's bf16 D
   const bool family = path == GemmPath::SM90_FP8_BLOCK
                           ? sm90_fp8_blockwise_built()
                           : path == GemmPath::SM90_TMA && (a.op == Operand::BF16 || a.op == Operand::FP8) &&

@@ -104,11 +104,13 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
   return a.k <= kPingpongMaxK && a.d_dtype == DType::F32 && !sm90_use_small_config(a);
 }
 
-// Whether the call runs a large-M SM90 instance that can also write D in bf16: bf16 or fp8
-// operands on SM90_TMA, or SM90_FP8_BLOCK; not on the small-M kernels or in the few-rows range; n
-// a multiple of 8 (16-byte D rows). The layer rounds GEMM2's y to bf16 there when its output is bf16: y is
+// Whether the call's GEMM can write D in bf16: a large-M SM90 instance of bf16 or fp8 operands on
+// SM90_TMA, or SM90_FP8_BLOCK, or the stream GEMM (the few-rows range, stream_gemm_takes); not the
+// small-M kernels; n a multiple of 8 (16-byte D rows). The layer rounds GEMM2's y to bf16 there when its output is bf16: y is
 // [tokens * topk, hidden], at 4096 tokens of DeepSeek-V3 TP8 0.94 GB in fp32 written by GEMM2
-// and read back by the finalize (src/cuda/NOTES.md, "GEMM2's y in bf16").
+// and read back by the finalize (src/cuda/NOTES.md, "GEMM2's y in bf16"). On the stream GEMM
+// since 2026-11-26 (H100, bench/results/2026-11-26-stream-bf16-y): layer 0.89-1.00x, DeepSeek-V3
+// TP8 at 1024 tokens 0.89 (fp8) / 0.94 (bf16), where fp32 y was half the bytes of GEMM2's weights.
 bool sm90_bf16_d_applies(const GroupedGemmArgs& a, GemmPath path);
 
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used

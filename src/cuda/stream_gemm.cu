@@ -45,6 +45,7 @@
 // a dependent scale load per tile and stage.
 #include <cuda.h>
 #include <cudaTypedefs.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -227,7 +228,7 @@ template <Operand OP, bool kBlock, bool kAct, int S, int T>
 __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
                                                                   const __grid_constant__ CUtensorMap map_a,
-                                                                  float* __restrict__ d, int n, int64_t k_bytes,
+                                                                  void* __restrict__ d, bool d16, int n, int64_t k_bytes,
                                                                   int groups, const int32_t* __restrict__ offsets,
                                                                   int nb_per_cta, const float* __restrict__ a_scale,
                                                                   const float* __restrict__ b_scale,
@@ -387,9 +388,16 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
         for (int q = 0; q < 2; ++q) {
           const int r = tb * T + j * 8 + 2 * t + q;
           if (r < rows) {
-            float* drow = d + static_cast<int64_t>(row0 + r) * n;
-            if (c0 < n) drow[c0] = acc[4 * j + q];
-            if (c0 + 8 < n) drow[c0 + 8] = acc[4 * j + 2 + q];
+            const int64_t i = static_cast<int64_t>(row0 + r) * n + c0;
+            if (d16) {  // bf16 D (GroupedGemmArgs::d_dtype): the two stores fill a 32-byte sector
+              __nv_bfloat16* drow = static_cast<__nv_bfloat16*>(d) + i;
+              if (c0 < n) drow[0] = __float2bfloat16_rn(acc[4 * j + q]);
+              if (c0 + 8 < n) drow[8] = __float2bfloat16_rn(acc[4 * j + 2 + q]);
+            } else {
+              float* drow = static_cast<float*>(d) + i;
+              if (c0 < n) drow[0] = acc[4 * j + q];
+              if (c0 + 8 < n) drow[8] = acc[4 * j + 2 + q];
+            }
           }
         }
       }
@@ -487,7 +495,8 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
     constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, S, T>;                                       \
     opt_in_dynamic_smem<kernel>(smem_bytes<S, T>());                                                          \
     launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<S, T>(), stream, map_b, map_a,                 \
-                   static_cast<float*>(g.d), static_cast<int>(cols), k_bytes, g.groups, g.expert_offsets, per, \
+                   g.d, !kAct && g.d_dtype == DType::BF16, static_cast<int>(cols), k_bytes, g.groups,          \
+                   g.expert_offsets, per,                                                                     \
                    g.a_scale, g.b_scale, p);                                                                  \
   } while (0)
   if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g))) FMOE_SG_LAUNCH(kWideStages, kWideTokTile);
@@ -499,7 +508,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
 }  // namespace
 
 bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
-  if (a.max_rows <= 0 || a.groups <= 0 || a.d_dtype != DType::F32) return false;
+  if (a.max_rows <= 0 || a.groups <= 0 || (a.d_dtype != DType::F32 && a.d_dtype != DType::BF16)) return false;
   if (path == GemmPath::SM90_FP8_BLOCK) {
     if (!small_m_block_scales_ok(a)) return false;  // fp8, n and k multiples of 128, both scale arrays
   } else if (path != GemmPath::SM90_TMA || a.op == Operand::FP32) {

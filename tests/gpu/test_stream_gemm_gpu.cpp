@@ -19,6 +19,7 @@
 
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/stream_gemm.hpp"
+#include "fusedmoe/codecs.hpp"
 #include "fusedmoe/error.hpp"
 #include "gpu/gpu_test_util.hpp"
 #include "gpu/operand_util.hpp"
@@ -166,6 +167,17 @@ void run_and_check(Problem& p) {
   p.g.sm_count = sm_count;
   const std::vector<float> deep = p.download();
   ASSERT_EQ(0, std::memcmp(d.data(), deep.data(), d.size() * 4)) << "the small-grid launch differs";
+  // With a bf16 D (GroupedGemmArgs::d_dtype, as the layer's GEMM2 when its output is bf16): every
+  // element the fp32 D rounded to bf16 (RNE).
+  p.g.d_dtype = DType::BF16;
+  FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+  cuda::stream_grouped_gemm(p.g, p.path(), nullptr);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  p.g.d_dtype = DType::F32;
+  std::vector<uint16_t> d16(p.rows * p.n);
+  p.d_d.download(d16.data(), d16.size() * 2);
+  for (size_t i = 0; i < d16.size(); ++i)
+    ASSERT_EQ(d16[i], float_to_bf16_bits(d[i])) << "bf16 D element " << i << " (fp32 D " << d[i] << ")";
   // With the 128-row token tile (an N = 128 wgmma; the expert of 70 rows in one batch instead of
   // two): the same bits.
   FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
@@ -261,7 +273,9 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   g.a = dummy + 8;  // misaligned activations
   EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
   g.a = dummy;
-  g.d_dtype = DType::BF16;  // fp32 D only
+  g.d_dtype = DType::BF16;  // fp32 or bf16 D
+  EXPECT_TRUE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
+  g.d_dtype = DType::F16;
   EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
   g.d_dtype = DType::F32;
   g.op = Operand::FP32;
