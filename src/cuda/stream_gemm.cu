@@ -71,7 +71,7 @@ constexpr int kWarps = kConsumerWarps + 1;        // + the producer warp
 constexpr int kStageK = 128;                      // bytes of k per stage (the 128-byte swizzle row)
 constexpr int kTokTile = 64;                      // activation rows per batch (8 n-tiles of 8)
 // The wide token tile: 128 activation rows per batch (an N = 128 wgmma, 64 accumulators per
-// thread), for calls with more than 32 expected rows per expert (wide_tile(), launch()), where a
+// thread), for 16-bit calls with more than 48 expected rows per expert (wide_tile(), launch()), where a
 // 64-row batch would leave many experts with a second batch that streams their weights again.
 constexpr int kWideTokTile = 128;
 constexpr int kWideStages = 6;  // 6 x 32 KB stages at one CTA per SM
