@@ -1,5 +1,7 @@
 """Per-point table of a bf16 / fp8 GPU-path grid against an earlier one (% of roofline, ratios,
-per-point issue-3 targets met), as the grid READMEs in bench/results quote it.
+per-point issue-3 targets met) and against the PyTorch peers timed in the same run (the best peer
+of each point: bf16 against the bf16 peers, fp8-tensor / fp8-channel against the row-wise fp8
+grouped GEMM), as the grid READMEs in bench/results quote it.
 
     python3 bench/grid_summary.py NEW/fusedmoe-bench.json OLD/fusedmoe-bench.json NEW/peers.json [OLD_NAME]
 """
@@ -30,3 +32,23 @@ for f in fmts:
     met = sum(1 for pr in presets for m in Ms if idx[(pr, f, m)]['pct_roofline'] >= (80 if m >= 64 else 50))
     gm = lambda v: math.exp(sum(math.log(x) for x in v) / len(v))
     print(f"{f}: geomean {gm(g):.1f}% ({old_name} {gm(go):.1f}%), time vs {old_name} {gm(t):.3f} (M=4096 only {gm([idx[(pr,f,4096)]['median_ms']/old[(pr,f,4096)]['median_ms'] for pr in presets]):.3f}), per-point targets met {met}/24")
+
+# The peers of the same run: peer time / fusedmoe time of the fastest peer at each point (> 1:
+# fusedmoe faster). fp8-block has no PyTorch peer.
+peer_format = {'bf16': 'bf16', 'fp8-tensor': 'fp8-rowwise', 'fp8-channel': 'fp8-rowwise'}
+peer_points = peers['points'] if isinstance(peers, dict) else peers
+print()
+for f, pf in peer_format.items():
+    best = {}
+    for q in peer_points:
+        if q.get('format') != pf or q.get('status') != 'OK':
+            continue
+        k = (q['preset'], int(q['M']))
+        best[k] = min(best.get(k, float('inf')), q['median_ms'])
+    r = [best[(pr, m)] / idx[(pr, f, m)]['median_ms'] for pr in presets for m in Ms if (pr, m) in best]
+    if not r:
+        print(f"{f}: no peer points")
+        continue
+    gm = math.exp(sum(math.log(x) for x in r) / len(r))
+    print(f"{f}: faster than the best PyTorch peer at {sum(x > 1 for x in r)}/{len(r)} points, "
+          f"geomean {gm:.2f}x, min {min(r):.2f}x")
