@@ -60,6 +60,11 @@ struct GroupedGemmArgs {
   const float* b_scale = nullptr;
 };
 
+// The experts that can have rows: at most one per row (grid.y of the per-expert kernels).
+inline int64_t active_groups(const GroupedGemmArgs& a) {
+  return a.max_rows < a.groups ? a.max_rows : a.groups;
+}
+
 // The few-rows range: at most kSmallConfigMaxRowsPerGroup expected rows per active expert, or
 // more where k >= kStreamLongKMinK: kStreamLongKMaxRowsPerGroup, and kStreamWideMaxRowsPerGroup
 // for 16-bit operands (decode and small batches: the GEMMs stream weights). It was CUTLASS's
@@ -88,7 +93,7 @@ inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
   return a.op == Operand::BF16 || a.op == Operand::FP16 ? kStreamWideMaxRowsPerGroup : kStreamLongKMaxRowsPerGroup;
 }
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
-  const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;  // experts that can have rows
+  const int64_t active = active_groups(a);
   return active > 0 && a.max_rows <= stream_max_rows_per_group(a) * active;
 }
 

@@ -160,7 +160,7 @@ __global__ void __launch_bounds__(KS * 32) small_m_activation_mma_kernel(const u
 
 template <Operand OP>
 void launch_mma(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_t stream) {
-  const unsigned active = static_cast<unsigned>(g.max_rows < g.groups ? g.max_rows : g.groups);
+  const unsigned active = static_cast<unsigned>(active_groups(g));
   const int64_t blocks = (p.N + kMmaOuts - 1) / kMmaOuts;
   const dim3 grid(static_cast<unsigned>(blocks), active);
   const auto* a = static_cast<const uint8_t*>(g.a);
@@ -180,7 +180,7 @@ void launch_op(const GroupedGemmArgs& g, const ActivationParams& p, cudaStream_t
   const int64_t elem = OP == Operand::FP8 ? 1 : 2;
   const int L = lanes_per_row(g.k * elem / 16);
   const int64_t per_block = static_cast<int64_t>(kWarps) * (32 / L);
-  const unsigned active = static_cast<unsigned>(g.max_rows < g.groups ? g.max_rows : g.groups);
+  const unsigned active = static_cast<unsigned>(active_groups(g));
   const dim3 grid(static_cast<unsigned>((p.N + per_block - 1) / per_block), active), block(kWarps * 32);
   const auto* a = static_cast<const uint8_t*>(g.a);
   const auto* b = static_cast<const uint8_t*>(g.b);

@@ -150,7 +150,7 @@ void small_m_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream, bool
   if (block_scaled && !small_m_block_scales_ok(args))
     throw Error("small-M grouped GEMM (fp8-block): needs fp8 operands, n and k multiples of 128 and both block "
                 "scale arrays (n = " + std::to_string(args.n) + ", k = " + std::to_string(args.k) + ")");
-  const unsigned active = static_cast<unsigned>(args.max_rows < args.groups ? args.max_rows : args.groups);
+  const unsigned active = static_cast<unsigned>(active_groups(args));
   const int L = lanes_per_row(args.k * elem / 16);
   switch (args.op) {
     case Operand::BF16: launch_op<Operand::BF16, false>(args, L, active, stream); break;

@@ -465,7 +465,7 @@ CUtensorMap act_weight_map(const void* p, int64_t groups, int64_t N, int64_t row
 // faster (bf16 0.99-1.02x the wide tile's time), and fp8 / fp8-block lost with the wide tile
 // at 49-64 rows (bench/results/2026-11-26-stream-wide-tile).
 bool wide_tile(const GroupedGemmArgs& g) {
-  const int64_t active = g.max_rows < g.groups ? g.max_rows : g.groups;
+  const int64_t active = active_groups(g);
   return (g.op == Operand::BF16 || g.op == Operand::FP16) && g.max_rows > kStreamLongKMaxRowsPerGroup * active;
 }
 
@@ -481,7 +481,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
   const int64_t block_bytes = kBN * k_bytes;
   int per = static_cast<int>((kTargetCtaBytes + block_bytes - 1) / block_bytes);
   per = per < 1 ? 1 : per > nblocks ? nblocks : per;
-  const int64_t active = g.max_rows < g.groups ? g.max_rows : g.groups;
+  const int64_t active = active_groups(g);
   // Small grids (decode: a few experts): weight blocks spread over up to one CTA per SM, each
   // with the deep ring (one CTA per SM, twice the bytes in flight per CTA).
   const bool small_grid = ((nblocks + per - 1) / per) * active < g.sm_count;
@@ -517,7 +517,7 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
   const int64_t elem = a.op == Operand::FP8 ? 1 : 2;
   // TMA: 16-byte aligned bases and row strides; int32 coordinates (rows up to a token batch past
   // max_rows); grid.y = the experts that can have rows.
-  const int64_t active = a.max_rows < a.groups ? a.max_rows : a.groups;
+  const int64_t active = active_groups(a);
   return (a.k * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.a) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.b) % 16 == 0 && static_cast<int64_t>(a.groups) * a.n < INT32_MAX &&
          a.max_rows < INT32_MAX - kWideTokTile && a.k * elem < INT32_MAX && active <= 65535;
@@ -554,7 +554,7 @@ void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& 
 
 void stream_grouped_gemm(const GroupedGemmArgs& g, GemmPath path, cudaStream_t stream, StreamTile tile) {
   if (!stream_gemm_applies(g, path))
-    throw Error("stream GEMM: called for a problem it does not take (fp32 D, bf16 / fp16 / fp8 operands with "
+    throw Error("stream GEMM: called for a problem it does not take (fp32 or bf16 D, bf16 / fp16 / fp8 operands with "
                 "16-byte aligned rows and bases; fp8-block also n, k multiples of 128 and both scale arrays; n = " +
                 std::to_string(g.n) + ", k = " + std::to_string(g.k) + ")");
   if (path == GemmPath::SM90_FP8_BLOCK) return launch<Operand::FP8, true>(g, stream, tile);

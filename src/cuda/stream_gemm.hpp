@@ -9,18 +9,18 @@ namespace fusedmoe::cuda {
 // Weight-streaming grouped GEMM (stream_gemm.cu) for the few-rows range (sm90_use_small_config)
 // where the small-M kernels do not run (more rows, or GroupedGemmArgs::small_m_ok false): 2-D TMA maps
 // made on the host, one expert and a run of 128-row weight blocks per CTA, wgmma on a ring
-// of swizzled stages. fp32 D; SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK (block scales
+// of swizzled stages. fp32 or bf16 D; SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK (block scales
 // promoted per 128-wide k block). stream_gemm_applies: operands and alignment it can take.
 bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path);
-// The token tile a launch takes: AUTO picks the 128-row tile for calls with more than 32 expected
-// rows per active expert (stream_gemm.cu, wide_tile()), the 64-row tile otherwise; tests force
+// The token tile a launch takes: AUTO picks the 128-row tile for bf16 / fp16 calls with more than
+// 48 expected rows per active expert (stream_gemm.cu, wide_tile()), the 64-row tile otherwise; tests force
 // either (the same sums: a weight row's products with a token row do not depend on the tile).
 enum class StreamTile { AUTO, NARROW, WIDE };
 void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream,
                          StreamTile tile = StreamTile::AUTO);
 // Whether run_grouped_gemm gives the call to stream_grouped_gemm: every call of the few-rows range
-// (sm90_use_small_config: at most 32 expected rows per active expert, 48 where k >= 512) that the
-// small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK. Measured
+// (sm90_use_small_config: at most 32 expected rows per active expert, 48 where k >= 512, 64 there
+// for bf16 / fp16) that the small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK. Measured
 // against the CUTLASS swap-AB configs in the same call (H200, 2026-11-26,
 // bench/results/2026-11-26-h200-stream-gemm/v2-wgmma): layer 0.80-0.99x at every such point of
 // Qwen3-30B-A3B, DeepSeek-V3 TP1 / TP8 and Mixtral (M = 8..512; bf16, fp8-tensor, fp8-block); at
@@ -39,8 +39,7 @@ inline bool stream_gemm_takes(const GroupedGemmArgs& a, GemmPath path) {
 // DeepSeek-V3 TP8 at one token (32 CTAs of 0.9 MB) streamed was 1.21-1.36x slower (explore/),
 // hence the bound.
 inline bool stream_gemm1_decode_pays(const GroupedGemmArgs& g1) {
-  const int64_t active = g1.max_rows < g1.groups ? g1.max_rows : g1.groups;
-  return 3 * ((g1.n + 127) / 128) * active >= g1.sm_count;
+  return 3 * ((g1.n + 127) / 128) * active_groups(g1) >= g1.sm_count;
 }
 
 // GEMM1 and the gated activation in one stream-GEMM kernel (no h, no activation kernel) for the
