@@ -7,11 +7,13 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "core/backend.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/decode_layer.hpp"
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/moe_kernels.hpp"
 #include "cuda/small_m_activation.hpp"
@@ -519,9 +521,41 @@ class CudaBackend final : public BackendImpl {
                                 args.hidden_states.dtype != DType::F8_E4M3 && plan_gather_fused_applies(gp, slots);
     g1.offsets_final_at_launch = !plan_in_gather;
 
-    // ---- permute ----
     const int32_t* ids = args.topk_ids.ptr<const int32_t>();
     const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
+
+    // ---- one token on small experts: the whole layer in one kernel (decode_layer.cu) ----
+    // Its time is the GEMM1 stage of run_timed(); the other stages read 0.
+    if (M == 1 && !w4_ && args.hidden_states.dtype != DType::F8_E4M3 && !std::getenv("FMOE_AB_NO_DECODE_LAYER") /* AB-TEMP */) {
+      DecodeLayerParams dl;
+      dl.ids = ids;
+      dl.expert_map = emap;
+      dl.num_experts = E;
+      dl.num_global = p.num_global_experts;
+      dl.gather = gp;
+      dl.w13 = weights_.w13_weight.data;
+      dl.w2 = weights_.w2_weight.data;
+      dl.act = ap;
+      dl.fin.M = M;
+      dl.fin.K = K;
+      dl.fin.topk = topk;
+      dl.fin.topk_weights = tw;
+      dl.fin.on_input = args.apply_router_weight_on_input;
+      dl.fin.bias = weights_.w2_bias.present() ? weights_.w2_bias.ptr<const float>() : nullptr;
+      dl.fin.dq = dequant(weights_.w2_weight_scale, scale2, b.row_scale2, weights_.w2_weight_scale_2,
+                          weights_.w2_input_scale);
+      dl.fin.out = args.output.data;
+      dl.fin.out_dtype = args.output.dtype;
+      dl.sm_count = sm_count_;
+      if (decode_layer_applies(dl)) {
+        mark(1);
+        launch_decode_layer(dl, stream);
+        for (int i = 2; i <= 5; ++i) mark(i);
+        return;
+      }
+    }
+
+    // ---- permute ----
     if (!plan_in_gather) launch_plan(ids, emap, slots, E, p.num_global_experts, b.plan, stream);
     if (quant1_ == Fp8Quant::TENSOR_DYNAMIC)
       launch_gemm1_amax(gp, M, slots, b.amax1, stream);  // after the plan: the weighted rows' amax reads it

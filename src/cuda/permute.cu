@@ -13,6 +13,7 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
+#include "cuda/expert_id.cuh"
 #include "fusedmoe/error.hpp"
 
 namespace fusedmoe::cuda {
@@ -22,14 +23,6 @@ namespace {
 constexpr int kChunk = 1024;
 constexpr int kScanThreads = 1024;  // plan_scan_kernel
 constexpr int kFusedPlanSlots = 32;  // plan_gather kernels: one warp places every slot
-
-__device__ __forceinline__ int32_t local_expert(const int32_t* ids, const int32_t* emap, int64_t i, int E,
-                                                int64_t num_global) {
-  const int32_t g = ids[i];
-  if (g < 0 || g >= num_global) return -1;
-  const int32_t e = emap ? emap[g] : g;
-  return (e >= 0 && e < E) ? e : -1;  // unmapped, or a map entry outside the local range
-}
 
 // In-place exclusive scan of n ints in shared memory by the whole block (blockDim.x a multiple
 // of 32). Each thread scans a contiguous segment, then the segment sums are scanned.

@@ -57,6 +57,7 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/grouped_gemm.hpp"
+#include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/stream_gemm.hpp"
 #include "cuda/wgmma_util.cuh"
@@ -88,29 +89,6 @@ constexpr int smem_bytes() { return S * stage_bytes<T>() + 1024; }  // + alignme
 // (expert lookup, barrier set-up, the first copies' latency) is paid over enough work.
 constexpr int64_t kTargetCtaBytes = 192 * 1024;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void mbar_init(uint64_t* bar, uint32_t count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(bar)), "r"(count));
-}
-__device__ __forceinline__ void mbar_expect_tx(uint64_t* bar, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(bar)), "r"(bytes) : "memory");
-}
-__device__ __forceinline__ void mbar_arrive(uint64_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
-__device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
-  asm volatile(
-      "{\n"
-      ".reg .pred p;\n"
-      "WAIT_%=:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 p, [%0], %1;\n"
-      "@!p bra WAIT_%=;\n"
-      "}\n" ::"r"(smem_u32(bar)),
-      "r"(parity)
-      : "memory");
-}
 // One 2-D box (x: byte offset along k, y: row) into shared memory, completing on bar.
 __device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
   asm volatile(

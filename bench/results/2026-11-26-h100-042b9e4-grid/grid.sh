@@ -1,0 +1,17 @@
+set -u
+# 042b9e4 on an H100: GPU suite, memcheck default subset, the issue-3 grid (with peers + report).
+mkdir -p .devcarry && tar xzf .devcarry/pack/bins.tgz -C .devcarry
+R=$OUT/g; mkdir -p $R; t0=$(date +%s)
+B=$PWD/.devcarry/bin
+S=$(cat .devcarry/sha8)
+nvidia-smi --query-gpu=name,driver_version --format=csv > $R/device.txt; echo "commit $S (binaries built from it, unmodified)" >> $R/device.txt; date -u >> $R/device.txt
+timeout 200 $B/fusedmoe_gpu_tests > $R/gpu_tests.log 2>&1; echo "suite rc=$? $(( $(date +%s)-t0 ))s"
+grep -E "^\[  FAILED" $R/gpu_tests.log | head; grep -E "PASSED|FAILED  \]|SKIPPED \]" $R/gpu_tests.log | tail -4 | tee $R/gpu_tests_summary.txt
+timeout 90 bash scripts/gpu_sanitize.sh $B/fusedmoe_gpu_tests > $R/memcheck.log 2>&1; echo "memcheck rc=$? $(( $(date +%s)-t0 ))s"
+grep -E "^\[==========\].*ran|ERROR SUMMARY|PASSED|FAILED  \]" $R/memcheck.log | tail -4 | tee $R/memcheck_summary.txt
+G="FMB_PRESETS=mixtral-8x7b,qwen3-30b-a3b-tp1,deepseek-v3-tp1,deepseek-v3-tp8 FMB_M=1,8,64,256,1024,4096 FMB_FORMATS=bf16,fp8-tensor,fp8-channel,fp8-block FMB_BENCH_MINUTES=3"
+env $G FUSEDMOE_COMMIT=$S FUSEDMOE_BENCH=$B/fusedmoe-bench FMB_WORK=/tmp/gw OUT=$R FMB_PEERS_MINUTES=0.7 FMB_REPEAT_PRESETS=deepseek-v3-tp8 FMB_REPEAT_M=256 FMB_REPEAT_FORMATS=fp8-tensor \
+  timeout 270 bash bench/run_gpu_bench.sh bench repeat peers report > $R/grid.log 2>&1; echo "grid rc=$? $(( $(date +%s)-t0 ))s"
+grep -E "ok,|SKIP" $R/grid.log | tail -2; rm -f $R/results.tar.gz
+gzip -9 $R/gpu_tests.log $R/memcheck.log
+cd $OUT && tar czf g.tgz g && rm -rf g

@@ -1,0 +1,362 @@
+// The expert layer of one token in one kernel (the chain it replaces: plan + gather, GEMM1 +
+// activation, GEMM2 + finalize; measured in src/cuda/NOTES.md, "One-token layer in one kernel").
+//
+// At one token a layer reads a few tens of MB of weights (Qwen3-30B-A3B fp8: 8 experts x 4.7 MB)
+// and each kernel of the chain lasts 10-20 us, of which its start (launch, expert lookup, first
+// loads) and its drain are a large part; the GEMM2 kernel cannot start reading its weights before
+// GEMM1 has finished (ncu: every kernel of the chain at 0.9-1.8 TB/s,
+// bench/results/2026-11-26-decode-profile). Here one cooperative grid (one CTA per SM) does:
+//  1. each CTA quantises x into shared memory as the gather does and reads the token's ids and
+//     router weights (no plan);
+//  2. GEMM1 + activation over (slot, block of 8 outputs) tasks, two tasks at a time per CTA (two
+//     halves of 8 warps): the MMA kernel of small_m_activation.cu (mma.sync, the block's rows g /
+//     g + 8 the gate / up rows of output g, warps split k, their sums added in warp order), the
+//     activation and its rounding / quantisation by ActivationRowStore into a [topk, N] operand;
+//     after its first task, thread 0 issues bulk copies of the CTA's W2 slice (the W2 rows of its
+//     output columns for every slot, and their bias) into shared memory;
+//  3. a grid-wide barrier (cooperative_groups; the operand rows are written by other CTAs);
+//  4. GEMM2 for the CTA's columns from the W2 slices already in shared memory (mma.sync against
+//     each slot's operand row), then the top-k sum in slot order with finalize's add_slot.
+// So GEMM2's weights stream from HBM while GEMM1 runs, and the layer pays one start and one
+// drain. Sums are in the MMA's order (deterministic; within rounding of the chain's kernels).
+// fp8-tensor with static scales only (decode_layer_applies). Where its time goes (globaltimer
+// stamps per CTA, H100, Qwen3-30B-A3B, L2 flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load
+// rounds of 64 KB per SM in flight, ~2.2 TB/s with the W2 copies), barrier ~1 us, GEMM2 + top-k
+// sum ~3.4 us - more than its instructions explain; not resolved (NOTES.md).
+#include <cooperative_groups.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/activation_math.cuh"
+#include "cuda/activation_store.cuh"
+#include "cuda/chained_launch.cuh"
+#include "cuda/cuda_check.hpp"
+#include "cuda/decode_layer.hpp"
+#include "cuda/device_utils.cuh"
+#include "cuda/expert_id.cuh"
+#include "cuda/finalize_term.cuh"
+#include "cuda/mbarrier.cuh"
+#include "cuda/small_m_mma.cuh"
+#include "cuda/smem_opt_in.hpp"
+#include "fusedmoe/error.hpp"
+
+namespace fusedmoe::cuda {
+namespace {
+
+using small_m::kKBlockBytes;
+using small_m::load16_stream;
+using small_m::mma_kblock;
+
+constexpr int kHalves = 2;                    // GEMM1 tasks in flight per CTA
+constexpr int kHalfWarps = 8;                 // warps of one task (they split k)
+constexpr int kWarps = kHalves * kHalfWarps;  // 16 warps, 512 threads, one CTA per SM
+constexpr int kThreads = kWarps * 32;
+constexpr int kOuts = 8;                   // activation outputs per GEMM1 task (MMA rows: 8 gate + 8 up)
+constexpr int kUnroll = 4;                 // k-blocks per lane in flight
+constexpr int kMaxSlots = static_cast<int>(kDecodeLayerMaxTopk);
+constexpr int kMaxCols = 128;              // output columns per CTA (static y buffer)
+// Dynamic shared memory the kernel is opted in to: the 227 KB of a Hopper SM's opt-in limit less
+// the static part (GEMM2 sums by k part 16 KB, GEMM1 partial sums 2 KB, slots) and some slack.
+constexpr int kMaxDynSmem = 227 * 1024 - 24 * 1024;
+
+__device__ __forceinline__ uint4 ld_shared16(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
+// The GEMM2 operand rows were written by other CTAs before the grid barrier: read at L2 (.cg),
+// never from a possibly stale L1 line.
+__device__ __forceinline__ uint4 ld_l2_16(const uint8_t* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+
+__device__ __forceinline__ void half_barrier(int half) {
+  asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
+}
+
+__global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerParams p, int64_t cols) {
+  chain_wait();
+  constexpr Operand OP = Operand::FP8;
+  constexpr int kBytes = 1;
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t w2_bar;
+  __shared__ int32_t expert[kMaxSlots];
+  __shared__ float weight[kMaxSlots], factor[kMaxSlots];
+  __shared__ float a1_tensor, a2_tensor, act_s2;
+  __shared__ float part[kHalves][2][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by task parity
+  __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
+
+  const int topk = static_cast<int>(p.gather.topk);
+  const int64_t K = p.gather.K, N = p.act.N;
+  const int64_t x_row = K * kBytes, w2_row = N * kBytes;  // both multiples of 16 bytes
+  uint8_t* w2s = smem;                                     // [topk][cols][w2_row]
+  uint8_t* xs = w2s + topk * cols * w2_row;               // [x_row] GEMM1 operand
+  float* bias2 = reinterpret_cast<float*>(xs + x_row);     // [topk][cols] GEMM2 bias of the columns
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
+  const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
+
+  // ---- 1. x, slots, W2 slices ----
+  // x first: its loads do not wait for the ids (the slots' loads depend on each other: id, map
+  // entry, per-expert scales).
+  {
+    const float s1 = tensor_scale_value(p.gather.scale);
+    for (int64_t v = tid; v < K / 8; v += kThreads) {
+      float f[8];
+      load8_as_float(p.gather.x, p.gather.x_dtype, v * 8, f);
+      uint8_t q[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[j] = quant_tensor(f[j], s1);
+      *reinterpret_cast<uint2*>(xs + v * 8) =
+          make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+    }
+  }
+  // Per slot: the expert and the router weight. The per-expert scales are read where they are
+  // used (task epilogues, before the grid barrier), so the start waits for one chain of loads only.
+  if (tid < topk) {
+    expert[tid] = local_expert(p.ids, p.expert_map, tid, p.num_experts, p.num_global);
+    weight[tid] = p.fin.topk_weights[tid];
+  }
+  if (tid == 32) {  // the per-tensor scales (another warp: no wait behind the ids)
+    a1_tensor = p.act.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.act.dq.a_tensor) : 1.0f;
+    a2_tensor = p.fin.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.fin.dq.a_tensor) : 1.0f;
+    act_s2 = tensor_scale_value(p.act.scale);
+  }
+  if (tid == 0) {
+    mbar_init(&w2_bar, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  // The W2 rows and the GEMM2 bias of the CTA's columns, for every slot with an expert: issued by
+  // thread 0 once its half has consumed its first GEMM1 task's weights, not at the start. GEMM1
+  // is a chain of load rounds (latency-bound); the slices are needed only after the grid barrier.
+  // Issued first, they sat in the HBM queue ahead of GEMM1's loads: same-binary A/B (H100,
+  // bench/results/2026-11-26-h100-decode-layer) DeepSeek-V3 TP8 one token 34.1 us at the start,
+  // 30.7 us after the first task; Qwen3-30B-A3B 29.3 / 29.9 us.
+  auto issue_w2 = [&]() {
+    const uint32_t w_bytes = static_cast<uint32_t>(ncols * w2_row), b_bytes = static_cast<uint32_t>(ncols * 4);
+    uint32_t bytes = 0;
+    for (int s = 0; s < topk; ++s)
+      if (expert[s] >= 0) bytes += w_bytes + (p.fin.bias ? b_bytes : 0u);
+    mbar_expect_tx(&w2_bar, bytes);  // the arrive; with no bytes the phase completes here
+    const uint8_t* w2 = static_cast<const uint8_t*>(p.w2);
+    for (int s = 0; s < topk && ncols > 0; ++s) {
+      const int64_t e = expert[s];
+      if (e < 0) continue;
+      bulk_load_1d(w2s + s * cols * w2_row, w2 + (e * K + c0) * w2_row, w_bytes, &w2_bar);
+      if (p.fin.bias) bulk_load_1d(bias2 + s * cols, p.fin.bias + e * K + c0, b_bytes, &w2_bar);
+    }
+  };
+  bool w2_issued = false;
+
+  // ---- 2. GEMM1 + activation: tasks (slot, 8 outputs), one per CTA half at a time ----
+  // One half barrier per task: the warps' partial sums go to part[task parity], and the task's
+  // epilogue warp (rotating) sums them and stores the outputs while the other warps already load
+  // the next task; the next barrier orders that read before the buffer's reuse two tasks later.
+  {
+    const ActivationParams& ap = p.act;
+    const int half = warp / kHalfWarps, hw = warp % kHalfWarps;
+    const int64_t blocks = (N + kOuts - 1) / kOuts, tasks = topk * blocks;
+    const int64_t kblocks = (x_row + kKBlockBytes - 1) / kKBlockBytes;
+    const uint8_t* w13 = static_cast<const uint8_t*>(p.w13);
+    int it = 0;
+    for (int64_t task = static_cast<int64_t>(blockIdx.x) * kHalves + half; task < tasks;
+         task += static_cast<int64_t>(gridDim.x) * kHalves) {
+      const int s = static_cast<int>(task / blocks);
+      const int64_t ob = task % blocks;
+      const int e = expert[s];
+      if (e < 0) continue;  // the same for every warp of the half
+      const int buf = it & 1;
+      const bool epi = hw == (it % kHalfWarps) && lane < kOuts;  // this task's epilogue lanes
+      ++it;
+      // The epilogue's inputs other than the sums, loaded before the weights so they arrive with them.
+      const int64_t ne = ob * kOuts + lane;
+      int64_t ge = 0, ue = 0;
+      float bg = 0.0f, bu = 0.0f, ws = 1.0f;
+      if (epi && ne < N) {
+        gate_up_columns(ap, ne, ge, ue);
+        if (ap.bias) bg = ap.bias[static_cast<int64_t>(e) * ap.R + ge], bu = ap.bias[static_cast<int64_t>(e) * ap.R + ue];
+        if (ap.dq.kind == Dequant::TENSOR) ws = ap.dq.w[e];
+      }
+      const int64_t n = ob * kOuts + g;
+      const bool nok = n < N;
+      int64_t gi = 0, ui = 0;
+      if (nok) gate_up_columns(ap, n, gi, ui);
+      const uint8_t* wg = w13 + (static_cast<int64_t>(e) * ap.R + gi) * x_row + 16 * t;
+      const uint8_t* wu = w13 + (static_cast<int64_t>(e) * ap.R + ui) * x_row + 16 * t;
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // Every lane multiplies with x (all 8 MMA columns the same; column 0 is used).
+      for (int64_t kb = static_cast<int64_t>(hw) * kUnroll; kb < kblocks; kb += kHalfWarps * kUnroll) {
+        uint4 wl[kUnroll], wh[kUnroll], xv[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t off = (kb + u) * kKBlockBytes;
+          const bool in = off + 16 * t < x_row;
+          wl[u] = load16_stream(wg + off, in && nok);
+          wh[u] = load16_stream(wu + off, in && nok);
+          xv[u] = in ? ld_shared16(xs + off + 16 * t) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          if (kb + u < kblocks) mma_kblock<OP>(c, wl[u], wh[u], xv[u]);
+        }
+      }
+      if (tid == 0 && !w2_issued) {  // after the first task's weight loads (see issue_w2)
+        issue_w2();
+        w2_issued = true;
+      }
+      // C fragment: c[0] = gate sum, c[2] = up sum of output ob * 8 + g (column 0: lanes t == 0).
+      if (t == 0) {
+        part[half][buf][hw][0][g] = c[0];
+        part[half][buf][hw][1][g] = c[2];
+      }
+      half_barrier(half);
+      if (epi && ne < N) {
+        float gate = part[half][buf][0][0][lane], up = part[half][buf][0][1][lane];
+#pragma unroll
+        for (int w = 1; w < kHalfWarps; ++w) {
+          gate += part[half][buf][w][0][lane];
+          up += part[half][buf][w][1][lane];
+        }
+        ActivationRowStore st;
+        st.ds = __fmul_rn(a1_tensor, ws);  // ActivationRowStore::make's factor
+        st.s = act_s2;
+        st.scaled = ap.dq.kind != Dequant::NONE;
+        st.fp8 = true;
+        st.store(ap, s, ne, gate, up, bg, bu);
+      }
+    }
+  }
+
+  if (tid == 0 && !w2_issued) issue_w2();
+  // ---- 3. every slot's operand row is complete ----
+  // GEMM2's per-slot dequant factors (finalize's slot_factor), loaded across the barrier.
+  float f2 = 1.0f;
+  if (tid < topk && expert[tid] >= 0 && p.fin.dq.kind == Dequant::TENSOR) f2 = __fmul_rn(a2_tensor, p.fin.dq.w[expert[tid]]);
+  __syncthreads();
+  cooperative_groups::this_grid().sync();
+  if (tid < topk) factor[tid] = f2;
+
+  // ---- 4. GEMM2 of the CTA's columns from shared memory, then the top-k sum ----
+  // Units (slot, 16-column block, k part): all 16 warps busy where slots x blocks < 16 (Qwen3: 8
+  // units of 12 k-blocks -> 16 of 6). Each warp keeps two accumulator sets (even / odd k-blocks)
+  // to halve the MMA dependency chain; the sums meet in a fixed order below.
+  if (ncols > 0) {
+    mbar_wait(&w2_bar, 0);
+    const uint8_t* a2 = static_cast<const uint8_t*>(p.act.out);
+    const int64_t qs = (ncols + 15) / 16;  // 16-column MMA row blocks
+    const int64_t kblocks = (w2_row + kKBlockBytes - 1) / kKBlockBytes;
+    const int64_t pairs = topk * qs;
+    const int kparts = pairs * 4 <= kWarps ? 4 : pairs * 2 <= kWarps ? 2 : 1;
+    for (int64_t unit = warp; unit < pairs * kparts; unit += kWarps) {
+      const int64_t pair = unit / kparts;
+      const int kp = static_cast<int>(unit % kparts);
+      const int s = static_cast<int>(pair / qs);
+      const int64_t q = pair % qs;
+      if (expert[s] < 0) continue;
+      // Rows past ncols (the last CTA's partial block) read this slot's unused slice rows; their
+      // sums are not used.
+      const uint8_t* wlo = w2s + (s * cols + q * 16 + g) * w2_row + 16 * t;
+      const uint8_t* whi = wlo + 8 * w2_row;
+      const uint8_t* ar = a2 + s * w2_row + 16 * t;
+      float c[2][4] = {};
+      // Compact code (2 k-blocks per step, no unrolled tail): this part runs once per CTA, so its
+      // instructions are fetched cold (measured: the tail cost more than its arithmetic).
+#pragma unroll 1
+      for (int64_t kb = kp * 2; kb < kblocks; kb += kparts * 2) {
+        uint4 wl[2], wh[2], xv[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int64_t off = (kb + u) * kKBlockBytes;
+          const bool in = kb + u < kblocks && off + 16 * t < w2_row;
+          wl[u] = in ? ld_shared16(wlo + off) : make_uint4(0, 0, 0, 0);
+          wh[u] = in ? ld_shared16(whi + off) : make_uint4(0, 0, 0, 0);
+          xv[u] = in ? ld_l2_16(ar + off) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < 2; ++u) mma_kblock<OP>(c[u], wl[u], wh[u], xv[u]);
+      }
+      if (t == 0) {
+        ys[kp][s][q * 16 + g] = c[0][0] + c[1][0];
+        ys[kp][s][q * 16 + g + 8] = c[0][2] + c[1][2];
+      }
+    }
+    __syncthreads();
+    for (int64_t j = tid; j < ncols; j += kThreads) {
+      float out = 0.0f;
+#pragma unroll 1
+      for (int s = 0; s < topk; ++s) {
+        if (expert[s] < 0) continue;
+        float y = ys[0][s][j];
+        for (int kp = 1; kp < kparts; ++kp) y += ys[kp][s][j];
+        out = add_slot_loaded(p.fin, out, y, weight[s], factor[s], 1.0f, p.fin.bias ? bias2[s * cols + j] : 0.0f);
+      }
+      store_from_float(p.fin.out, p.fin.out_dtype, c0 + j, out);
+    }
+  }
+  __syncthreads();
+}
+
+bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+
+void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
+  const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
+  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count);
+  opt_in_dynamic_smem<decode_layer_kernel>(kMaxDynSmem);
+  // Cooperative: the grid barrier needs every CTA resident (the grid is one CTA per SM); with PDL
+  // the kernel may still start while the previous kernel drains.
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeCooperative;
+  attr[1].val.cooperative = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.sm_count));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel, p, cols));
+}
+
+}  // namespace
+
+int64_t decode_layer_cols(int64_t K, int sm_count) {
+  if (sm_count <= 0) return 0;
+  const int64_t per = (K + sm_count - 1) / sm_count;
+  return (per + 15) / 16 * 16;
+}
+
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count) {
+  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32)
+  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K;
+}
+
+bool decode_layer_applies(const DecodeLayerParams& p) {
+  const GatherParams& gp = p.gather;
+  const ActivationParams& ap = p.act;
+  const FinalizeParams& fp = p.fin;
+  // fp8 only: the same kernel on bf16 weights (twice the bytes; the W2 slices fill shared memory)
+  // measured 4-5% slower than the chain on Qwen3-30B-A3B at one token and equal on DeepSeek-V3
+  // TP8 (H100, bench/results/2026-11-26-h100-decode-layer), so 16-bit layers keep the chain.
+  const Operand op = gp.op;
+  if (op != Operand::FP8 || ap.op != op) return false;
+  if (gp.quant != Fp8Quant::TENSOR_STATIC || ap.quant != Fp8Quant::TENSOR_STATIC) return false;
+  if (ap.dq.kind != Dequant::TENSOR || fp.dq.kind != Dequant::TENSOR) return false;
+  if (fp.M != 1 || gp.topk < 1 || gp.topk > kDecodeLayerMaxTopk || fp.topk != gp.topk) return false;
+  if (gp.on_input || fp.on_input) return false;
+  if (gp.x_dtype != DType::F32 && gp.x_dtype != DType::F16 && gp.x_dtype != DType::BF16) return false;
+  if (ap.act == Activation::RELU2 || ap.R != 2 * ap.N || ap.N <= 0) return false;
+  const int64_t K = gp.K;
+  if (K <= 0 || K % 16 != 0 || fp.K != K || ap.N % 16 != 0) return false;
+  if (!aligned16(gp.x) || !aligned16(p.w13) || !aligned16(p.w2) || !aligned16(ap.out) || !aligned16(fp.bias))
+    return false;
+  if (p.sm_count <= 0 || decode_layer_cols(K, p.sm_count) > kMaxCols) return false;
+  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count) <= kMaxDynSmem;
+}
+
+void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
+  if (!decode_layer_applies(p))
+    throw Error("one-token layer kernel: the call is not one decode_layer_applies() accepts (K = " +
+                std::to_string(p.gather.K) + ", N = " + std::to_string(p.act.N) + ", topk " +
+                std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
+  launch_fp8(p, stream);
+}
+
+}  // namespace fusedmoe::cuda

@@ -1,0 +1,49 @@
+#pragma once
+// The whole expert layer of one token in one kernel (decode_layer.cu): routing ids -> GEMM1 +
+// activation -> a grid-wide barrier -> GEMM2 + the top-k sum. For small experts at one token
+// (Qwen3-30B-A3B, DeepSeek-V3 TP8), where the chain of three kernels (plan + gather, GEMM1 +
+// activation, GEMM2 + finalize) spends much of its time starting and draining each kernel.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/grouped_gemm.hpp"
+#include "cuda/moe_kernels.hpp"
+
+namespace fusedmoe::cuda {
+
+struct DecodeLayerParams {
+  const int32_t* ids = nullptr;         // [topk] global expert ids of the token
+  const int32_t* expert_map = nullptr;  // optional [num_global]: global -> local id or -1
+  int num_experts = 0;                  // local experts
+  int64_t num_global = 0;
+  // GEMM1's operand: x, x_dtype, K, topk, topk_weights; op, quant (NONE or TENSOR_STATIC), scale.
+  GatherParams gather;
+  const void* w13 = nullptr;  // [E, R, K]
+  const void* w2 = nullptr;   // [E, K, N]
+  // The activation: R = 2N, N, act, order, interleaved, bias, dq, act_dtype, quant / scale of GEMM2's
+  // operand; out: GEMM2's operand, [topk, N] (row = slot), written and read inside the kernel.
+  ActivationParams act;
+  // The top-k sum: K, topk, topk_weights, bias, dq, out, out_dtype (M = 1; y, slot_row and
+  // row_expert are not used).
+  FinalizeParams fin;
+  int sm_count = 0;
+};
+
+// Largest top-k the kernel takes (its GEMM2 keeps every slot's W2 slice in shared memory).
+constexpr int64_t kDecodeLayerMaxTopk = 8;
+
+// Output columns per CTA (a multiple of 16: one MMA row block) when `sm_count` CTAs split K.
+int64_t decode_layer_cols(int64_t K, int sm_count);
+// Dynamic shared memory of the kernel: every slot's W2 rows of the CTA's columns and their bias,
+// and x.
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count);
+// Whether the kernel takes the call: one token, at most 8 slots, no router weight on the input;
+// fp8-tensor with static per-tensor scales on both operands (dequant TENSOR; 16-bit layers
+// measured slower than the chain); a gated activation (R = 2N); K and N multiples of 16; 16-byte
+// aligned weights, x, operand buffer and GEMM2 bias; and the W2 slices within shared memory.
+bool decode_layer_applies(const DecodeLayerParams& p);
+// Launches it (cooperative: every CTA resident, one per SM); throws where it does not apply.
+void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream);
+
+}  // namespace fusedmoe::cuda

@@ -1,0 +1,174 @@
+// The one-token layer kernel (decode_layer.cu) through Layer::run() against the float64 oracle:
+// every case is one token on shapes the kernel takes (decode_layer_applies: static fp8-tensor,
+// gated activations, top-k <= 8), so run() launches it and nothing else - checked on a captured
+// run (one kernel node). Each case also replays a captured CUDA graph (a cooperative launch inside
+// a graph) and must write the same bytes as the first run. 16-bit layers keep the chain.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <climits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/decode_layer.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+struct DecodeCase {
+  const char* name;
+  Format format;
+  Activation act;
+  bool interleaved;
+  GateUpOrder order;
+  bool bias;
+  DType hidden;
+  int64_t K, N, E, topk;
+};
+
+Case to_case(const DecodeCase& d, uint64_t seed) {
+  Case c;
+  c.format = d.format;
+  c.fp8_static = d.format == Format::FP8_TENSOR;
+  c.act = d.act;
+  c.interleaved = d.interleaved;
+  c.order = d.order;
+  c.bias = d.bias;
+  c.hidden_dtype = d.hidden;
+  c.M = 1;
+  c.K = d.K;
+  c.N = d.N;
+  c.E = d.E;
+  c.topk = d.topk;
+  c.seed = seed;
+  c.w_gain = d.act == Activation::SWIGLUOAI ? 6.0f : 1.0f;
+  return c;
+}
+
+int sm_count() {
+  int dev = 0, sms = 0;
+  FMOE_CUDA(cudaGetDevice(&dev));
+  FMOE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
+// The shape fits the kernel's shared memory on this GPU (the rest of decode_layer_applies is
+// the format / activation / top-k of the case).
+void expect_shape_fits(const Case& c) {
+  const int sms = sm_count();
+  EXPECT_LE(cuda::decode_layer_cols(c.K, sms), 128);
+  EXPECT_LE(cuda::decode_layer_smem_bytes(c.K, c.N, c.topk, sms), 203 * 1024) << describe(c);
+}
+
+// run() launches one kernel and nothing else: a captured run is a graph of one kernel node (the
+// chain it replaces is three or more).
+size_t captured_nodes(const LayerFile& lf, const Inputs& in, cudaGraphNodeType* first_type) {
+  DeviceLayer dl(lf);
+  Layer layer(lf.config, dl.weights);
+  DeviceRun run(layer, in);
+  cudaStream_t stream;
+  FMOE_CUDA(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  run.args.stream = stream;
+  cudaGraph_t graph;
+  FMOE_CUDA(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  layer.run(run.args);
+  FMOE_CUDA(cudaStreamEndCapture(stream, &graph));
+  size_t nodes = 0;
+  FMOE_CUDA(cudaGraphGetNodes(graph, nullptr, &nodes));
+  if (nodes >= 1) {
+    std::vector<cudaGraphNode_t> all(nodes);
+    FMOE_CUDA(cudaGraphGetNodes(graph, all.data(), &nodes));
+    FMOE_CUDA(cudaGraphNodeGetType(all[0], first_type));
+  }
+  FMOE_CUDA(cudaGraphDestroy(graph));
+  FMOE_CUDA(cudaStreamDestroy(stream));
+  return nodes;
+}
+
+void expect_one_kernel(const Case& c, const LayerFile& lf, const Inputs& in) {
+  cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+  EXPECT_EQ(captured_nodes(lf, in, &type), 1u) << describe(c);
+  EXPECT_EQ(type, cudaGraphNodeTypeKernel) << describe(c);
+}
+
+const DecodeCase kCases[] = {
+    // Qwen3-30B-A3B (K 2048, N 768) and DeepSeek-V3 TP8 (K 7168, N 256) at their top-8.
+    {"qwen3_fp8_silu", Format::FP8_TENSOR, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8},
+    {"tp8_fp8_silu", Format::FP8_TENSOR, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 7168, 256, 32, 8},
+    // Options: biases, up / gate order, interleaved swigluoai, gelu, fp32 / fp16 hidden states,
+    // K not a multiple of a CTA's columns (the last CTAs have a partial block or none), short N.
+    {"fp8_swigluoai_interleaved_bias", Format::FP8_TENSOR, Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, DType::BF16, 1040, 208, 16, 6},
+    {"fp8_gelu_upgate_bias_f16_hidden", Format::FP8_TENSOR, Activation::GELU, false, GateUpOrder::UP_GATE, true, DType::F16, 1040, 208, 16, 4},
+    {"fp8_gelu_tanh_f32_hidden", Format::FP8_TENSOR, Activation::GELU_TANH, false, GateUpOrder::GATE_UP, false, DType::F32, 4096, 144, 12, 3},
+    {"fp8_silu_top1", Format::FP8_TENSOR, Activation::SILU, false, GateUpOrder::UP_GATE, true, DType::BF16, 512, 64, 8, 1},
+};
+
+class DecodeLayerGpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(DecodeLayerGpu, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  const DecodeCase& d = kCases[GetParam()];
+  const Case c = to_case(d, 900 + static_cast<uint64_t>(GetParam()));
+  expect_shape_fits(c);
+  const LayerFile lf = make_layer(c);
+  const Inputs in = make_inputs(c, c.E);
+  check_against_oracle(c, lf, in);
+  expect_one_kernel(c, lf, in);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeLayerGpu, ::testing::Range(0, static_cast<int>(std::size(kCases))),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::string(kCases[i.param].name); });
+
+// Slots that select nothing (ids out of range, experts the map leaves to another rank) are
+// skipped in both halves of the kernel; a token with no slot at all gets zeros.
+TEST(DecodeLayerGpuEdge, InvalidIdsAndExpertMap) {
+  FMOE_REQUIRE_GPU();
+  {
+    Case c = to_case(kCases[0], 950);
+    c.E = 16;
+    c.bias = true;
+    const int64_t E_global = 32;
+    const LayerFile lf = make_layer(c);
+    Inputs in = make_inputs(c, E_global);
+    in.has_map = true;
+    in.expert_map = HostTensor(DType::I32, {E_global});
+    for (int64_t g = 0; g < E_global; ++g)
+      in.expert_map.data<int32_t>()[g] = g % 2 == 0 ? static_cast<int32_t>(c.E - 1 - g / 2) : -1;
+    int32_t* ids = in.ids.data<int32_t>();
+    ids[0] = static_cast<int32_t>(E_global);  // past the map
+    ids[3] = -1;
+    ids[5] = INT_MIN;
+    check_against_oracle(c, lf, in);
+    expect_one_kernel(c, lf, in);
+
+    Inputs none = in;  // no slot selects anything: out = 0
+    for (int64_t k = 0; k < c.topk; ++k) none.ids.data<int32_t>()[k] = k % 2 == 0 ? -1 : static_cast<int32_t>(E_global + k);
+    DeviceLayer dl(lf);
+    const Layer layer(lf.config, dl.weights);
+    const HostTensor out = run_gpu(layer, none);
+    for (double v : test::to_double(out)) ASSERT_EQ(v, 0.0);
+  }
+}
+
+// Not taken (the chain runs; several graph nodes): 16-bit weights (measured slower), dynamic fp8
+// scales, more than one token, the router weight on the input.
+TEST(DecodeLayerGpuEdge, OtherCallsKeepTheChain) {
+  FMOE_REQUIRE_GPU();
+  for (int v = 0; v < 4; ++v) {
+    Case c = to_case(kCases[0], 960 + static_cast<uint64_t>(v));
+    c.E = 16;
+    if (v == 0) c.format = Format::BF16, c.fp8_static = false;
+    if (v == 1) c.fp8_static = false;
+    if (v == 2) c.M = 2;
+    if (v == 3) c.on_input = true;
+    const LayerFile lf = make_layer(c);
+    const Inputs in = make_inputs(c, c.E);
+    cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
+    EXPECT_GT(captured_nodes(lf, in, &type), 1u) << describe(c);
+  }
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
