@@ -7,7 +7,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -526,7 +525,7 @@ class CudaBackend final : public BackendImpl {
 
     // ---- one token on small experts: the whole layer in one kernel (decode_layer.cu) ----
     // Its time is the GEMM1 stage of run_timed(); the other stages read 0.
-    if (M == 1 && !w4_ && args.hidden_states.dtype != DType::F8_E4M3 && !std::getenv("FMOE_AB_NO_DECODE_LAYER") /* AB-TEMP */) {
+    if (M == 1 && !w4_ && args.hidden_states.dtype != DType::F8_E4M3) {
       DecodeLayerParams dl;
       dl.ids = ids;
       dl.expert_map = emap;
