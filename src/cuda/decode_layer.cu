@@ -19,7 +19,7 @@
 //     each slot's operand row), then the top-k sum in slot order with finalize's add_slot.
 // So GEMM2's weights stream from HBM while GEMM1 runs, and the layer pays one start and one
 // drain. Sums are in the MMA's order (deterministic; within rounding of the chain's kernels).
-// fp8-tensor with static scales only (decode_layer_applies). Where its time goes (globaltimer
+// Static fp8-tensor and fp8-block (decode_layer_applies; kBlock below). Where its time goes (globaltimer
 // stamps per CTA, H100, Qwen3-30B-A3B, L2 flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load
 // rounds of 64 KB per SM in flight, ~2.2 TB/s with the W2 copies), barrier ~1 us, GEMM2 + top-k
 // sum ~3.4 us - more than its instructions explain; not resolved (NOTES.md).
@@ -56,6 +56,8 @@ constexpr int kOuts = 8;                   // activation outputs per GEMM1 task 
 constexpr int kUnroll = 4;                 // k-blocks per lane in flight
 constexpr int kMaxSlots = static_cast<int>(kDecodeLayerMaxTopk);
 constexpr int kMaxCols = 128;              // output columns per CTA (static y buffer)
+constexpr int kMaxKGroups = 64;            // fp8-block: 128-wide groups of x (K <= 8192)
+constexpr int kMaxNGroups = 32;            // fp8-block: 128-wide groups of GEMM2's operand (N <= 4096)
 // Dynamic shared memory the kernel is opted in to: the 227 KB of a Hopper SM's opt-in limit less
 // the static part (GEMM2 sums by k part 16 KB, GEMM1 partial sums 2 KB, slots) and some slack.
 constexpr int kMaxDynSmem = 227 * 1024 - 24 * 1024;
@@ -69,6 +71,12 @@ __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
 }
 
+// kBlock: fp8-block (1 x 128 activation groups, 128 x 128 weight blocks; DeepSeek-V3 recipe): x
+// quantised per 128-wide group; each 128-wide k group's MMA sums promoted with a_scale * w_scale
+// (as the blockwise GEMM and small_m_dot.cuh's fma_pass); the activation output goes to an fp32
+// staging row and every CTA quantises the slots' rows in 1 x 128 groups after the grid barrier
+// (the group amax spans 16 tasks), into shared memory, for GEMM2 with its own block scales.
+template <bool kBlock>
 __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerParams p, int64_t cols) {
   chain_wait();
   constexpr Operand OP = Operand::FP8;
@@ -80,6 +88,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   __shared__ float a1_tensor, a2_tensor, act_s2;
   __shared__ float part[kHalves][2][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by task parity
   __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
+  __shared__ float xsc[kBlock ? kMaxKGroups : 1];            // fp8-block: x's group scales
+  __shared__ float sa2[kBlock ? kMaxSlots : 1][kBlock ? kMaxNGroups : 1];  // fp8-block: GEMM2 operand scales
 
   const int topk = static_cast<int>(p.gather.topk);
   const int64_t K = p.gather.K, N = p.act.N;
@@ -87,6 +97,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   uint8_t* w2s = smem;                                     // [topk][cols][w2_row]
   uint8_t* xs = w2s + topk * cols * w2_row;               // [x_row] GEMM1 operand
   float* bias2 = reinterpret_cast<float*>(xs + x_row);     // [topk][cols] GEMM2 bias of the columns
+  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // fp8-block: [topk][w2_row] GEMM2 operand
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
   const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
@@ -94,7 +105,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   // ---- 1. x, slots, W2 slices ----
   // x first: its loads do not wait for the ids (the slots' loads depend on each other: id, map
   // entry, per-expert scales).
-  {
+  if constexpr (kBlock) {
+    // As the gather's vector quantiser (quantise_block_row): the same codes and scales.
+    quantise_block_lanes(
+        static_cast<int>(K / 8), p.gather.block.ue8m0,
+        [&](int l, float (&v)[8]) { load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v); },
+        [&](int l, uint2 codes, float sc) {
+          *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = codes;
+          if ((l & 15) == 0) xsc[l / 16] = sc;
+        });
+  } else {
     const float s1 = tensor_scale_value(p.gather.scale);
     for (int64_t v = tid; v < K / 8; v += kThreads) {
       float f[8];
@@ -115,7 +135,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   if (tid == 32) {  // the per-tensor scales (another warp: no wait behind the ids)
     a1_tensor = p.act.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.act.dq.a_tensor) : 1.0f;
     a2_tensor = p.fin.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.fin.dq.a_tensor) : 1.0f;
-    act_s2 = tensor_scale_value(p.act.scale);
+    act_s2 = kBlock ? 1.0f : tensor_scale_value(p.act.scale);
   }
   if (tid == 0) {
     mbar_init(&w2_bar, 1);
@@ -180,6 +200,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       const uint8_t* wg = w13 + (static_cast<int64_t>(e) * ap.R + gi) * x_row + 16 * t;
       const uint8_t* wu = w13 + (static_cast<int64_t>(e) * ap.R + ui) * x_row + 16 * t;
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // fp8-block: the gate / up rows' 128 x 128 weight scales of each k group (all 8 outputs of a
+      // task lie in one 128-row block of each half).
+      const float* swg = nullptr;
+      const float* swu = nullptr;
+      if constexpr (kBlock) {
+        const int64_t kg = K / 128;
+        swg = p.w13_scale + (static_cast<int64_t>(e) * (ap.R / 128) + gi / 128) * kg;
+        swu = p.w13_scale + (static_cast<int64_t>(e) * (ap.R / 128) + ui / 128) * kg;
+      }
       // Every lane multiplies with x (all 8 MMA columns the same; column 0 is used).
       for (int64_t kb = static_cast<int64_t>(hw) * kUnroll; kb < kblocks; kb += kHalfWarps * kUnroll) {
         uint4 wl[kUnroll], wh[kUnroll], xv[kUnroll];
@@ -191,9 +220,26 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           wh[u] = load16_stream(wu + off, in && nok);
           xv[u] = in ? ld_shared16(xs + off + 16 * t) : make_uint4(0, 0, 0, 0);
         }
+        if constexpr (kBlock) {
+          // kUnroll = 4 k-blocks of 64 bytes = two 128-wide groups, each summed on its own from
+          // zero and added times a_scale * w_scale.
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          if (kb + u < kblocks) mma_kblock<OP>(c, wl[u], wh[u], xv[u]);
+          for (int h = 0; h < kUnroll / 2; ++h) {
+            const int64_t grp = (kb >> 1) + h;
+            if (2 * grp >= kblocks) break;
+            float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+            for (int u = 2 * h; u < 2 * h + 2; ++u) {
+              if (kb + u < kblocks) mma_kblock<OP>(cb, wl[u], wh[u], xv[u]);
+            }
+            c[0] = fmaf(cb[0], __fmul_rn(xsc[grp], __ldg(swg + grp)), c[0]);
+            c[2] = fmaf(cb[2], __fmul_rn(xsc[grp], __ldg(swu + grp)), c[2]);
+          }
+        } else {
+#pragma unroll
+          for (int u = 0; u < kUnroll; ++u) {
+            if (kb + u < kblocks) mma_kblock<OP>(c, wl[u], wh[u], xv[u]);
+          }
         }
       }
       if (tid == 0 && !w2_issued) {  // after the first task's weight loads (see issue_w2)
@@ -213,12 +259,19 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           gate += part[half][buf][w][0][lane];
           up += part[half][buf][w][1][lane];
         }
-        ActivationRowStore st;
-        st.ds = __fmul_rn(a1_tensor, ws);  // ActivationRowStore::make's factor
-        st.s = act_s2;
-        st.scaled = ap.dq.kind != Dequant::NONE;
-        st.fp8 = true;
-        st.store(ap, s, ne, gate, up, bg, bu);
+        if constexpr (kBlock) {
+          // The rounded activation (ActivationRowStore::store without the quantisation: its 1 x 128
+          // group needs 16 tasks' outputs), staged in fp32.
+          if (ap.bias) gate = __fadd_rn(gate, bg), up = __fadd_rn(up, bu);
+          p.stage[s * N + ne] = round_to(ap.act_dtype, gated(ap, gate, up));
+        } else {
+          ActivationRowStore st;
+          st.ds = __fmul_rn(a1_tensor, ws);  // ActivationRowStore::make's factor
+          st.s = act_s2;
+          st.scaled = ap.dq.kind != Dequant::NONE;
+          st.fp8 = true;
+          st.store(ap, s, ne, gate, up, bg, bu);
+        }
       }
     }
   }
@@ -231,6 +284,26 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   __syncthreads();
   cooperative_groups::this_grid().sync();
   if (tid < topk) factor[tid] = f2;
+  if constexpr (kBlock) {
+    // Every slot's staged row quantised in 1 x 128 groups (as the activation kernel's block
+    // quantiser), codes and scales into shared memory; rows of slots without an expert are zeros.
+    const int lanes_per_row = static_cast<int>(N / 8);
+    quantise_block_lanes(
+        topk * lanes_per_row, p.act.block.ue8m0,
+        [&](int l, float (&v)[8]) {
+          const int s = l / lanes_per_row;
+          if (expert[s] < 0) return;
+          const float4* src = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(l) * 8);
+          const float4 lo = __ldcg(src), hi = __ldcg(src + 1);
+          v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+        },
+        [&](int l, uint2 codes, float sc) {
+          *reinterpret_cast<uint2*>(a2s + static_cast<int64_t>(l) * 8) = codes;
+          const int s = l / lanes_per_row, ll = l % lanes_per_row;
+          if ((ll & 15) == 0) sa2[s][ll / 16] = sc;
+        });
+    __syncthreads();
+  }
 
   // ---- 4. GEMM2 of the CTA's columns from shared memory, then the top-k sum ----
   // Units (slot, 16-column block, k part): all 16 warps busy where slots x blocks < 16 (Qwen3: 8
@@ -255,8 +328,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       const uint8_t* whi = wlo + 8 * w2_row;
       const uint8_t* ar = a2 + s * w2_row + 16 * t;
       float c[2][4] = {};
+      const float* sw2 = nullptr;  // fp8-block: the 128 x 128 scales of these 16 columns' row block
+      if constexpr (kBlock) sw2 = p.w2_scale + (expert[s] * (K / 128) + (c0 + q * 16) / 128) * (N / 128);
       // Compact code (2 k-blocks per step, no unrolled tail): this part runs once per CTA, so its
-      // instructions are fetched cold (measured: the tail cost more than its arithmetic).
+      // instructions are fetched cold (measured: the tail cost more than its arithmetic). A step
+      // of 2 k-blocks is one 128-wide group of fp8-block.
 #pragma unroll 1
       for (int64_t kb = kp * 2; kb < kblocks; kb += kparts * 2) {
         uint4 wl[2], wh[2], xv[2];
@@ -266,10 +342,20 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           const bool in = kb + u < kblocks && off + 16 * t < w2_row;
           wl[u] = in ? ld_shared16(wlo + off) : make_uint4(0, 0, 0, 0);
           wh[u] = in ? ld_shared16(whi + off) : make_uint4(0, 0, 0, 0);
-          xv[u] = in ? ld_l2_16(ar + off) : make_uint4(0, 0, 0, 0);
+          if constexpr (kBlock) xv[u] = in ? ld_shared16(a2s + s * w2_row + 16 * t + off) : make_uint4(0, 0, 0, 0);
+          else xv[u] = in ? ld_l2_16(ar + off) : make_uint4(0, 0, 0, 0);
         }
+        if constexpr (kBlock) {
+          float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
-        for (int u = 0; u < 2; ++u) mma_kblock<OP>(c[u], wl[u], wh[u], xv[u]);
+          for (int u = 0; u < 2; ++u) mma_kblock<OP>(cb, wl[u], wh[u], xv[u]);
+          const float sc = __fmul_rn(sa2[s][kb >> 1], __ldg(sw2 + (kb >> 1)));
+          c[0][0] = fmaf(cb[0], sc, c[0][0]);
+          c[0][2] = fmaf(cb[2], sc, c[0][2]);
+        } else {
+#pragma unroll
+          for (int u = 0; u < 2; ++u) mma_kblock<OP>(c[u], wl[u], wh[u], xv[u]);
+        }
       }
       if (t == 0) {
         ys[kp][s][q * 16 + g] = c[0][0] + c[1][0];
@@ -294,10 +380,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
 
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
+template <bool kBlock>
 void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
-  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count);
-  opt_in_dynamic_smem<decode_layer_kernel>(kMaxDynSmem);
+  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kBlock);
+  opt_in_dynamic_smem<decode_layer_kernel<kBlock>>(kMaxDynSmem);
   // Cooperative: the grid barrier needs every CTA resident (the grid is one CTA per SM); with PDL
   // the kernel may still start while the previous kernel drains.
   cudaLaunchAttribute attr[2];
@@ -312,7 +399,7 @@ void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel, p, cols));
+  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel<kBlock>, p, cols));
 }
 
 }  // namespace
@@ -323,9 +410,9 @@ int64_t decode_layer_cols(int64_t K, int sm_count) {
   return (per + 15) / 16 * 16;
 }
 
-int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count) {
-  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32)
-  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K;
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool block) {
+  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32); fp8-block: GEMM2's operand
+  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K + (block ? topk * N : 0);
 }
 
 bool decode_layer_applies(const DecodeLayerParams& p) {
@@ -337,8 +424,16 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   // TP8 (H100, bench/results/2026-11-26-h100-decode-layer), so 16-bit layers keep the chain.
   const Operand op = gp.op;
   if (op != Operand::FP8 || ap.op != op) return false;
-  if (gp.quant != Fp8Quant::TENSOR_STATIC || ap.quant != Fp8Quant::TENSOR_STATIC) return false;
-  if (ap.dq.kind != Dequant::TENSOR || fp.dq.kind != Dequant::TENSOR) return false;
+  const bool block = gp.quant == Fp8Quant::BLOCK;
+  if (block) {
+    // fp8-block: 128 x 128 weight blocks of both GEMMs, their scales, and the staging row.
+    if (ap.quant != Fp8Quant::BLOCK || ap.dq.kind != Dequant::NONE || fp.dq.kind != Dequant::NONE) return false;
+    if (gp.K % 128 != 0 || ap.N % 128 != 0 || gp.K / 128 > kMaxKGroups || ap.N / 128 > kMaxNGroups) return false;
+    if (!p.w13_scale || !p.w2_scale || !p.stage || !aligned16(p.stage)) return false;
+  } else {
+    if (gp.quant != Fp8Quant::TENSOR_STATIC || ap.quant != Fp8Quant::TENSOR_STATIC) return false;
+    if (ap.dq.kind != Dequant::TENSOR || fp.dq.kind != Dequant::TENSOR) return false;
+  }
   if (fp.M != 1 || gp.topk < 1 || gp.topk > kDecodeLayerMaxTopk || fp.topk != gp.topk) return false;
   if (gp.on_input || fp.on_input) return false;
   if (gp.x_dtype != DType::F32 && gp.x_dtype != DType::F16 && gp.x_dtype != DType::BF16) return false;
@@ -348,7 +443,7 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   if (!aligned16(gp.x) || !aligned16(p.w13) || !aligned16(p.w2) || !aligned16(ap.out) || !aligned16(fp.bias))
     return false;
   if (p.sm_count <= 0 || decode_layer_cols(K, p.sm_count) > kMaxCols) return false;
-  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count) <= kMaxDynSmem;
+  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count, block) <= kMaxDynSmem;
 }
 
 void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
@@ -356,7 +451,8 @@ void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
     throw Error("one-token layer kernel: the call is not one decode_layer_applies() accepts (K = " +
                 std::to_string(p.gather.K) + ", N = " + std::to_string(p.act.N) + ", topk " +
                 std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
-  launch_fp8(p, stream);
+  if (p.gather.quant == Fp8Quant::BLOCK) launch_fp8<true>(p, stream);
+  else launch_fp8<false>(p, stream);
 }
 
 }  // namespace fusedmoe::cuda

@@ -1,7 +1,7 @@
 // The one-token layer kernel (decode_layer.cu) through Layer::run() against the float64 oracle:
-// every case is one token on shapes the kernel takes (decode_layer_applies: static fp8-tensor,
-// gated activations, top-k <= 8), so run() launches it and nothing else - checked on a captured
-// run (one kernel node). Each case also replays a captured CUDA graph (a cooperative launch inside
+// every case is one token on shapes the kernel takes (decode_layer_applies: static fp8-tensor or
+// fp8-block, gated activations, top-k <= 8), so run() launches it and nothing else - checked on a
+// captured run (one kernel node). Each case also replays a captured CUDA graph (a cooperative launch inside
 // a graph) and must write the same bytes as the first run. 16-bit layers keep the chain.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -26,12 +26,13 @@ struct DecodeCase {
   bool bias;
   DType hidden;
   int64_t K, N, E, topk;
+  bool ue8m0 = false;  // fp8-block: power-of-two scales
 };
 
 Case to_case(const DecodeCase& d, uint64_t seed) {
   Case c;
   c.format = d.format;
-  c.fp8_static = d.format == Format::FP8_TENSOR;
+  c.fp8_static = d.format == Format::FP8_TENSOR;  // (fp8-block has no static scale)
   c.act = d.act;
   c.interleaved = d.interleaved;
   c.order = d.order;
@@ -59,7 +60,8 @@ int sm_count() {
 void expect_shape_fits(const Case& c) {
   const int sms = sm_count();
   EXPECT_LE(cuda::decode_layer_cols(c.K, sms), 128);
-  EXPECT_LE(cuda::decode_layer_smem_bytes(c.K, c.N, c.topk, sms), 203 * 1024) << describe(c);
+  EXPECT_LE(cuda::decode_layer_smem_bytes(c.K, c.N, c.topk, sms, c.format == Format::FP8_BLOCK), 203 * 1024)
+      << describe(c);
 }
 
 // run() launches one kernel and nothing else: a captured run is a graph of one kernel node (the
@@ -103,6 +105,12 @@ const DecodeCase kCases[] = {
     {"fp8_gelu_upgate_bias_f16_hidden", Format::FP8_TENSOR, Activation::GELU, false, GateUpOrder::UP_GATE, true, DType::F16, 1040, 208, 16, 4},
     {"fp8_gelu_tanh_f32_hidden", Format::FP8_TENSOR, Activation::GELU_TANH, false, GateUpOrder::GATE_UP, false, DType::F32, 4096, 144, 12, 3},
     {"fp8_silu_top1", Format::FP8_TENSOR, Activation::SILU, false, GateUpOrder::UP_GATE, true, DType::BF16, 512, 64, 8, 1},
+    // fp8-block (1 x 128 activation groups, 128 x 128 weight blocks): the two presets' shapes,
+    // ue8m0 scales, options, and one 128-wide group per GEMM2 k row.
+    {"block_qwen3_silu", Format::FP8_BLOCK, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8},
+    {"block_tp8_silu_ue8m0", Format::FP8_BLOCK, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 7168, 256, 32, 8, true},
+    {"block_swigluoai_interleaved_bias", Format::FP8_BLOCK, Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, DType::BF16, 1024, 384, 16, 6},
+    {"block_gelu_upgate_bias_f32_hidden_ue8m0", Format::FP8_BLOCK, Activation::GELU, false, GateUpOrder::UP_GATE, true, DType::F32, 1280, 128, 12, 3, true},
 };
 
 class DecodeLayerGpu : public ::testing::TestWithParam<int> {};
@@ -112,7 +120,8 @@ TEST_P(DecodeLayerGpu, MatchesOracle) {
   const DecodeCase& d = kCases[GetParam()];
   const Case c = to_case(d, 900 + static_cast<uint64_t>(GetParam()));
   expect_shape_fits(c);
-  const LayerFile lf = make_layer(c);
+  LayerFile lf = make_layer(c);
+  lf.config.fp8_block_ue8m0 = d.ue8m0;  // read by the CPU oracle and the GPU
   const Inputs in = make_inputs(c, c.E);
   check_against_oracle(c, lf, in);
   expect_one_kernel(c, lf, in);
@@ -125,8 +134,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeLayerGpu, ::testing::Range(0, static_cast
 // skipped in both halves of the kernel; a token with no slot at all gets zeros.
 TEST(DecodeLayerGpuEdge, InvalidIdsAndExpertMap) {
   FMOE_REQUIRE_GPU();
-  {
-    Case c = to_case(kCases[0], 950);
+  for (Format f : {Format::FP8_TENSOR, Format::FP8_BLOCK}) {
+    Case c = to_case(kCases[0], 950 + static_cast<uint64_t>(f));
+    c.format = f;
+    c.fp8_static = f == Format::FP8_TENSOR;
     c.E = 16;
     c.bias = true;
     const int64_t E_global = 32;
