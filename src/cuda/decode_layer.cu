@@ -19,7 +19,7 @@
 //     each slot's operand row), then the top-k sum in slot order with finalize's add_slot.
 // So GEMM2's weights stream from HBM while GEMM1 runs, and the layer pays one start and one
 // drain. Sums are in the MMA's order (deterministic; within rounding of the chain's kernels).
-// Static fp8-tensor and fp8-block (decode_layer_applies; kBlock below). Where its time goes (globaltimer
+// Static fp8-tensor, fp8-block and fp8-channel (decode_layer_applies; kMode below). Where its time goes (globaltimer
 // stamps per CTA, H100, Qwen3-30B-A3B, L2 flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load
 // rounds of 64 KB per SM in flight, ~2.2 TB/s with the W2 copies), barrier ~1 us, GEMM2 + top-k
 // sum ~3.4 us - more than its instructions explain; not resolved (NOTES.md).
@@ -71,14 +71,24 @@ __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
 }
 
+// The kernel's quantisation modes: static per-tensor scales (fp8-tensor), fp8-block, and
+// fp8-channel (per-token dynamic activation scales, per-channel weight scales).
+enum Mode : int { kTensorMode = 0, kBlockMode = 1, kChannelMode = 2 };
+
 // kBlock: fp8-block (1 x 128 activation groups, 128 x 128 weight blocks; DeepSeek-V3 recipe): x
 // quantised per 128-wide group; each 128-wide k group's MMA sums promoted with a_scale * w_scale
 // (as the blockwise GEMM and small_m_dot.cuh's fma_pass); the activation output goes to an fp32
 // staging row and every CTA quantises the slots' rows in 1 x 128 groups after the grid barrier
 // (the group amax spans 16 tasks), into shared memory, for GEMM2 with its own block scales.
-template <bool kBlock>
+// kChannel: fp8-channel: x quantised with its row's scale (amax / 448); GEMM1's sums times
+// x-scale * w-scale[column]; the activation staged in fp32 and every slot's row quantised with its
+// own amax after the grid barrier (as the activation kernel's ROW case); GEMM2's sums times the
+// slot's scale * w-scale[column] in the top-k sum (finalize's CHANNEL term).
+template <int kMode>
 __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerParams p, int64_t cols) {
   chain_wait();
+  constexpr bool kBlock = kMode == kBlockMode, kChannel = kMode == kChannelMode;
+  constexpr bool kStaged = kBlock || kChannel;  // activation staged, GEMM2 operand in shared memory
   constexpr Operand OP = Operand::FP8;
   constexpr int kBytes = 1;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -89,7 +99,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   __shared__ float part[kHalves][2][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by task parity
   __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
   __shared__ float xsc[kBlock ? kMaxKGroups : 1];            // fp8-block: x's group scales
-  __shared__ float sa2[kBlock ? kMaxSlots : 1][kBlock ? kMaxNGroups : 1];  // fp8-block: GEMM2 operand scales
+  __shared__ float sa2[kStaged ? kMaxSlots : 1][kBlock ? kMaxNGroups : 1];  // GEMM2 operand scales (staged modes)
+  __shared__ float x_scale;                                               // fp8-channel: x's row scale
 
   const int topk = static_cast<int>(p.gather.topk);
   const int64_t K = p.gather.K, N = p.act.N;
@@ -97,7 +108,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   uint8_t* w2s = smem;                                     // [topk][cols][w2_row]
   uint8_t* xs = w2s + topk * cols * w2_row;               // [x_row] GEMM1 operand
   float* bias2 = reinterpret_cast<float*>(xs + x_row);     // [topk][cols] GEMM2 bias of the columns
-  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // fp8-block: [topk][w2_row] GEMM2 operand
+  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // staged modes: [topk][w2_row] GEMM2 operand
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
   const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
@@ -114,6 +125,23 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = codes;
           if ((l & 15) == 0) xsc[l / 16] = sc;
         });
+  } else if constexpr (kChannel) {
+    // As the gather's ROW case (gather_row_vec_rows): the row's amax, then its codes.
+    const int lanes = static_cast<int>(K / 8);
+    float m = 0.0f;
+    for (int l = tid; l < lanes; l += kThreads) {
+      float v[8];
+      load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
+      m = fmaxf(m, amax8(v));
+    }
+    const float s1 = scale_from_amax(block_max(m));
+    if (tid == 0) x_scale = s1;
+    for (int l = tid; l < lanes; l += kThreads) {
+      float v[8];
+      load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
+      const uint4 codes = pack8_row_codes(Operand::FP8, v, s1);
+      *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = make_uint2(codes.x, codes.y);
+    }
   } else {
     const float s1 = tensor_scale_value(p.gather.scale);
     for (int64_t v = tid; v < K / 8; v += kThreads) {
@@ -135,7 +163,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   if (tid == 32) {  // the per-tensor scales (another warp: no wait behind the ids)
     a1_tensor = p.act.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.act.dq.a_tensor) : 1.0f;
     a2_tensor = p.fin.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.fin.dq.a_tensor) : 1.0f;
-    act_s2 = kBlock ? 1.0f : tensor_scale_value(p.act.scale);
+    act_s2 = kStaged ? 1.0f : tensor_scale_value(p.act.scale);
   }
   if (tid == 0) {
     mbar_init(&w2_bar, 1);
@@ -187,11 +215,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       // The epilogue's inputs other than the sums, loaded before the weights so they arrive with them.
       const int64_t ne = ob * kOuts + lane;
       int64_t ge = 0, ue = 0;
-      float bg = 0.0f, bu = 0.0f, ws = 1.0f;
+      float bg = 0.0f, bu = 0.0f, ws = 1.0f, wcg = 1.0f, wcu = 1.0f;
       if (epi && ne < N) {
         gate_up_columns(ap, ne, ge, ue);
         if (ap.bias) bg = ap.bias[static_cast<int64_t>(e) * ap.R + ge], bu = ap.bias[static_cast<int64_t>(e) * ap.R + ue];
         if (ap.dq.kind == Dequant::TENSOR) ws = ap.dq.w[e];
+        if constexpr (kChannel) wcg = ap.dq.w[static_cast<int64_t>(e) * ap.R + ge], wcu = ap.dq.w[static_cast<int64_t>(e) * ap.R + ue];
       }
       const int64_t n = ob * kOuts + g;
       const bool nok = n < N;
@@ -259,9 +288,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           gate += part[half][buf][w][0][lane];
           up += part[half][buf][w][1][lane];
         }
-        if constexpr (kBlock) {
+        if constexpr (kStaged) {
           // The rounded activation (ActivationRowStore::store without the quantisation: its 1 x 128
-          // group needs 16 tasks' outputs), staged in fp32.
+          // group or row needs other tasks' outputs), staged in fp32. fp8-channel first dequantises
+          // as fix_h: v * (a_row * w[e, column]).
+          if constexpr (kChannel) {
+            gate = __fmul_rn(gate, __fmul_rn(x_scale, wcg));
+            up = __fmul_rn(up, __fmul_rn(x_scale, wcu));
+          }
           if (ap.bias) gate = __fadd_rn(gate, bg), up = __fadd_rn(up, bu);
           p.stage[s * N + ne] = round_to(ap.act_dtype, gated(ap, gate, up));
         } else {
@@ -278,12 +312,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
 
   if (tid == 0 && !w2_issued) issue_w2();
   // ---- 3. every slot's operand row is complete ----
-  // GEMM2's per-slot dequant factors (finalize's slot_factor), loaded across the barrier.
+  // GEMM2's per-slot dequant factors (finalize's slot_factor; fp8-channel: set below), loaded
+  // across the barrier.
   float f2 = 1.0f;
   if (tid < topk && expert[tid] >= 0 && p.fin.dq.kind == Dequant::TENSOR) f2 = __fmul_rn(a2_tensor, p.fin.dq.w[expert[tid]]);
   __syncthreads();
   cooperative_groups::this_grid().sync();
-  if (tid < topk) factor[tid] = f2;
+  if (!kChannel && tid < topk) factor[tid] = f2;  // fp8-channel: the slot's row scale, below
   if constexpr (kBlock) {
     // Every slot's staged row quantised in 1 x 128 groups (as the activation kernel's block
     // quantiser), codes and scales into shared memory; rows of slots without an expert are zeros.
@@ -302,6 +337,30 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           const int s = l / lanes_per_row, ll = l % lanes_per_row;
           if ((ll & 15) == 0) sa2[s][ll / 16] = sc;
         });
+    __syncthreads();
+  } else if constexpr (kChannel) {
+    // Every slot's staged row quantised with its own scale (the activation kernel's ROW case): one
+    // warp per slot, the row read twice from L2 (amax, then codes); the scale is the slot's factor.
+    const int lanes_per_row = static_cast<int>(N / 8);
+    for (int s = warp; s < topk; s += kWarps) {
+      if (expert[s] < 0) continue;
+      const float4* row = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(s) * N);
+      float m = 0.0f;
+      for (int l = lane; l < lanes_per_row; l += 32) {
+        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
+        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        m = fmaxf(m, amax8(v));
+      }
+      const float s2 = scale_from_amax(warp_max(m));
+      for (int l = lane; l < lanes_per_row; l += 32) {
+        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
+        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        const uint4 codes = pack8_row_codes(Operand::FP8, v, s2);
+        *reinterpret_cast<uint2*>(a2s + static_cast<int64_t>(s) * w2_row + static_cast<int64_t>(l) * 8) =
+            make_uint2(codes.x, codes.y);
+      }
+      if (lane == 0) factor[s] = s2;
+    }
     __syncthreads();
   }
 
@@ -342,7 +401,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           const bool in = kb + u < kblocks && off + 16 * t < w2_row;
           wl[u] = in ? ld_shared16(wlo + off) : make_uint4(0, 0, 0, 0);
           wh[u] = in ? ld_shared16(whi + off) : make_uint4(0, 0, 0, 0);
-          if constexpr (kBlock) xv[u] = in ? ld_shared16(a2s + s * w2_row + 16 * t + off) : make_uint4(0, 0, 0, 0);
+          if constexpr (kStaged) xv[u] = in ? ld_shared16(a2s + s * w2_row + 16 * t + off) : make_uint4(0, 0, 0, 0);
           else xv[u] = in ? ld_l2_16(ar + off) : make_uint4(0, 0, 0, 0);
         }
         if constexpr (kBlock) {
@@ -370,7 +429,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
         if (expert[s] < 0) continue;
         float y = ys[0][s][j];
         for (int kp = 1; kp < kparts; ++kp) y += ys[kp][s][j];
-        out = add_slot_loaded(p.fin, out, y, weight[s], factor[s], 1.0f, p.fin.bias ? bias2[s * cols + j] : 0.0f);
+        const float wc = kChannel ? p.fin.dq.w[static_cast<int64_t>(expert[s]) * K + c0 + j] : 1.0f;
+        out = add_slot_loaded(p.fin, out, y, weight[s], factor[s], wc, p.fin.bias ? bias2[s * cols + j] : 0.0f);
       }
       store_from_float(p.fin.out, p.fin.out_dtype, c0 + j, out);
     }
@@ -380,11 +440,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
 
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
-template <bool kBlock>
+template <int kMode>
 void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
-  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kBlock);
-  opt_in_dynamic_smem<decode_layer_kernel<kBlock>>(kMaxDynSmem);
+  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode != kTensorMode);
+  opt_in_dynamic_smem<decode_layer_kernel<kMode>>(kMaxDynSmem);
   // Cooperative: the grid barrier needs every CTA resident (the grid is one CTA per SM); with PDL
   // the kernel may still start while the previous kernel drains.
   cudaLaunchAttribute attr[2];
@@ -399,7 +459,7 @@ void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   cfg.stream = stream;
   cfg.attrs = attr;
   cfg.numAttrs = 2;
-  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel<kBlock>, p, cols));
+  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel<kMode>, p, cols));
 }
 
 }  // namespace
@@ -410,9 +470,10 @@ int64_t decode_layer_cols(int64_t K, int sm_count) {
   return (per + 15) / 16 * 16;
 }
 
-int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool block) {
-  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32); fp8-block: GEMM2's operand
-  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K + (block ? topk * N : 0);
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool staged) {
+  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32); fp8-block / fp8-channel:
+  // GEMM2's operand rows
+  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K + (staged ? topk * N : 0);
 }
 
 bool decode_layer_applies(const DecodeLayerParams& p) {
@@ -424,8 +485,12 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   // TP8 (H100, bench/results/2026-11-26-h100-decode-layer), so 16-bit layers keep the chain.
   const Operand op = gp.op;
   if (op != Operand::FP8 || ap.op != op) return false;
-  const bool block = gp.quant == Fp8Quant::BLOCK;
-  if (block) {
+  const bool block = gp.quant == Fp8Quant::BLOCK, channel = gp.quant == Fp8Quant::ROW;
+  if (channel) {
+    // fp8-channel: per-token dynamic activation scales, per-channel weight scales; the staging row.
+    if (ap.quant != Fp8Quant::ROW || ap.dq.kind != Dequant::CHANNEL || fp.dq.kind != Dequant::CHANNEL) return false;
+    if (!p.stage || !aligned16(p.stage)) return false;
+  } else if (block) {
     // fp8-block: 128 x 128 weight blocks of both GEMMs, their scales, and the staging row.
     if (ap.quant != Fp8Quant::BLOCK || ap.dq.kind != Dequant::NONE || fp.dq.kind != Dequant::NONE) return false;
     if (gp.K % 128 != 0 || ap.N % 128 != 0 || gp.K / 128 > kMaxKGroups || ap.N / 128 > kMaxNGroups) return false;
@@ -443,7 +508,7 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   if (!aligned16(gp.x) || !aligned16(p.w13) || !aligned16(p.w2) || !aligned16(ap.out) || !aligned16(fp.bias))
     return false;
   if (p.sm_count <= 0 || decode_layer_cols(K, p.sm_count) > kMaxCols) return false;
-  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count, block) <= kMaxDynSmem;
+  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count, block || channel) <= kMaxDynSmem;
 }
 
 void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
@@ -451,8 +516,9 @@ void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
     throw Error("one-token layer kernel: the call is not one decode_layer_applies() accepts (K = " +
                 std::to_string(p.gather.K) + ", N = " + std::to_string(p.act.N) + ", topk " +
                 std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
-  if (p.gather.quant == Fp8Quant::BLOCK) launch_fp8<true>(p, stream);
-  else launch_fp8<false>(p, stream);
+  if (p.gather.quant == Fp8Quant::BLOCK) launch_fp8<kBlockMode>(p, stream);
+  else if (p.gather.quant == Fp8Quant::ROW) launch_fp8<kChannelMode>(p, stream);
+  else launch_fp8<kTensorMode>(p, stream);
 }
 
 }  // namespace fusedmoe::cuda

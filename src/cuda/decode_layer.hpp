@@ -27,8 +27,8 @@ struct DecodeLayerParams {
   // The top-k sum: K, topk, topk_weights, bias, dq, out, out_dtype (M = 1; y, slot_row and
   // row_expert are not used).
   FinalizeParams fin;
-  // fp8-block: the weights' 128 x 128 block scales ([E, R/128, K/128], [E, K/128, N/128]) and an
-  // fp32 [topk, N] row for the activation before its 1 x 128 quantisation.
+  // fp8-block: the weights' 128 x 128 block scales ([E, R/128, K/128], [E, K/128, N/128]);
+  // fp8-block / fp8-channel: an fp32 [topk, N] row for the activation before its quantisation.
   const float* w13_scale = nullptr;
   const float* w2_scale = nullptr;
   float* stage = nullptr;
@@ -41,11 +41,11 @@ constexpr int64_t kDecodeLayerMaxTopk = 8;
 // Output columns per CTA (a multiple of 16: one MMA row block) when `sm_count` CTAs split K.
 int64_t decode_layer_cols(int64_t K, int sm_count);
 // Dynamic shared memory of the kernel: every slot's W2 rows of the CTA's columns and their bias,
-// x, and (fp8-block) the quantised GEMM2 operand rows.
-int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool block = false);
+// x, and (staged: fp8-block, fp8-channel) the quantised GEMM2 operand rows.
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool staged = false);
 // Whether the kernel takes the call: one token, at most 8 slots, no router weight on the input;
-// fp8-tensor with static per-tensor scales on both operands (dequant TENSOR), or fp8-block with K
-// and N multiples of 128 (16-bit layers measured slower than the chain); a gated activation
+// fp8-tensor with static per-tensor scales on both operands (dequant TENSOR), fp8-block with K
+// and N multiples of 128, or fp8-channel (16-bit layers measured slower than the chain); a gated activation
 // (R = 2N); K and N multiples of 16; 16-byte aligned weights, x, operand buffer and GEMM2 bias;
 // and the W2 slices within shared memory.
 bool decode_layer_applies(const DecodeLayerParams& p);

@@ -1,6 +1,6 @@
 // The one-token layer kernel (decode_layer.cu) through Layer::run() against the float64 oracle:
-// every case is one token on shapes the kernel takes (decode_layer_applies: static fp8-tensor or
-// fp8-block, gated activations, top-k <= 8), so run() launches it and nothing else - checked on a
+// every case is one token on shapes the kernel takes (decode_layer_applies: static fp8-tensor,
+// fp8-block or fp8-channel, gated activations, top-k <= 8), so run() launches it and nothing else - checked on a
 // captured run (one kernel node). Each case also replays a captured CUDA graph (a cooperative launch inside
 // a graph) and must write the same bytes as the first run. 16-bit layers keep the chain.
 #include <cuda_runtime.h>
@@ -60,7 +60,7 @@ int sm_count() {
 void expect_shape_fits(const Case& c) {
   const int sms = sm_count();
   EXPECT_LE(cuda::decode_layer_cols(c.K, sms), 128);
-  EXPECT_LE(cuda::decode_layer_smem_bytes(c.K, c.N, c.topk, sms, c.format == Format::FP8_BLOCK), 203 * 1024)
+  EXPECT_LE(cuda::decode_layer_smem_bytes(c.K, c.N, c.topk, sms, c.format != Format::FP8_TENSOR), 203 * 1024)
       << describe(c);
 }
 
@@ -111,6 +111,10 @@ const DecodeCase kCases[] = {
     {"block_tp8_silu_ue8m0", Format::FP8_BLOCK, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 7168, 256, 32, 8, true},
     {"block_swigluoai_interleaved_bias", Format::FP8_BLOCK, Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, DType::BF16, 1024, 384, 16, 6},
     {"block_gelu_upgate_bias_f32_hidden_ue8m0", Format::FP8_BLOCK, Activation::GELU, false, GateUpOrder::UP_GATE, true, DType::F32, 1280, 128, 12, 3, true},
+    // fp8-channel (per-token dynamic activation scales, per-channel weight scales).
+    {"channel_qwen3_silu", Format::FP8_CHANNEL, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8},
+    {"channel_tp8_silu", Format::FP8_CHANNEL, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 7168, 256, 32, 8},
+    {"channel_swigluoai_interleaved_bias_f16_hidden", Format::FP8_CHANNEL, Activation::SWIGLUOAI, true, GateUpOrder::UP_GATE, true, DType::F16, 1040, 208, 16, 5},
 };
 
 class DecodeLayerGpu : public ::testing::TestWithParam<int> {};
@@ -134,7 +138,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeLayerGpu, ::testing::Range(0, static_cast
 // skipped in both halves of the kernel; a token with no slot at all gets zeros.
 TEST(DecodeLayerGpuEdge, InvalidIdsAndExpertMap) {
   FMOE_REQUIRE_GPU();
-  for (Format f : {Format::FP8_TENSOR, Format::FP8_BLOCK}) {
+  for (Format f : {Format::FP8_TENSOR, Format::FP8_BLOCK, Format::FP8_CHANNEL}) {
     Case c = to_case(kCases[0], 950 + static_cast<uint64_t>(f));
     c.format = f;
     c.fp8_static = f == Format::FP8_TENSOR;
