@@ -523,8 +523,8 @@ class CudaBackend final : public BackendImpl {
     const int32_t* ids = args.topk_ids.ptr<const int32_t>();
     const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
 
-    // ---- one token on small experts (static fp8-tensor, fp8-block, fp8-channel): the whole
-    // layer in one kernel (decode_layer.cu) ----
+    // ---- one token on small experts (fp8-tensor, fp8-block, fp8-channel): the whole layer in
+    // one kernel (decode_layer.cu) ----
     // Its time is the GEMM1 stage of run_timed(); the other stages read 0.
     if (M == 1 && !w4_ && args.hidden_states.dtype != DType::F8_E4M3) {
       DecodeLayerParams dl;
@@ -550,9 +550,9 @@ class CudaBackend final : public BackendImpl {
         dl.w13_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
         dl.w2_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
       }
-      // fp8-block / fp8-channel: the activation row before its quantisation ([slots, R] fp32, unused
-      // otherwise on this path).
-      if (quant1_ == Fp8Quant::BLOCK || quant1_ == Fp8Quant::ROW) dl.stage = b.h;
+      // fp8-block / fp8-channel / dynamic fp8-tensor: the activation row before its quantisation
+      // ([slots, R] fp32, unused otherwise on this path).
+      if (quant1_ == Fp8Quant::BLOCK || quant1_ == Fp8Quant::ROW || quant1_ == Fp8Quant::TENSOR_DYNAMIC) dl.stage = b.h;
       dl.sm_count = sm_count_;
       if (decode_layer_applies(dl)) {
         mark(1);

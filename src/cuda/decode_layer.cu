@@ -19,7 +19,7 @@
 //     each slot's operand row), then the top-k sum in slot order with finalize's add_slot.
 // So GEMM2's weights stream from HBM while GEMM1 runs, and the layer pays one start and one
 // drain. Sums are in the MMA's order (deterministic; within rounding of the chain's kernels).
-// Static fp8-tensor, fp8-block and fp8-channel (decode_layer_applies; kMode below). Where its time goes (globaltimer
+// fp8-tensor (static or dynamic scales), fp8-block and fp8-channel (decode_layer_applies; kMode below). Where its time goes (globaltimer
 // stamps per CTA, H100, Qwen3-30B-A3B, L2 flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load
 // rounds of 64 KB per SM in flight, ~2.2 TB/s with the W2 copies), barrier ~1 us, GEMM2 + top-k
 // sum ~3.4 us - more than its instructions explain; not resolved (NOTES.md).
@@ -73,7 +73,7 @@ __device__ __forceinline__ void half_barrier(int half) {
 
 // The kernel's quantisation modes: static per-tensor scales (fp8-tensor), fp8-block, and
 // fp8-channel (per-token dynamic activation scales, per-channel weight scales).
-enum Mode : int { kTensorMode = 0, kBlockMode = 1, kChannelMode = 2 };
+enum Mode : int { kTensorMode = 0, kBlockMode = 1, kChannelMode = 2, kDynTensorMode = 3 };
 
 // kBlock: fp8-block (1 x 128 activation groups, 128 x 128 weight blocks; DeepSeek-V3 recipe): x
 // quantised per 128-wide group; each 128-wide k group's MMA sums promoted with a_scale * w_scale
@@ -84,11 +84,14 @@ enum Mode : int { kTensorMode = 0, kBlockMode = 1, kChannelMode = 2 };
 // x-scale * w-scale[column]; the activation staged in fp32 and every slot's row quantised with its
 // own amax after the grid barrier (as the activation kernel's ROW case); GEMM2's sums times the
 // slot's scale * w-scale[column] in the top-k sum (finalize's CHANNEL term).
+// kDyn: fp8-tensor with dynamic scales: x quantised with amax(x) / 448 (one token: the tensor is
+// its row); the activation staged and all slots' rows quantised with one scale from their common
+// amax after the grid barrier (the activation kernel's TENSOR_DYNAMIC case).
 template <int kMode>
 __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerParams p, int64_t cols) {
   chain_wait();
-  constexpr bool kBlock = kMode == kBlockMode, kChannel = kMode == kChannelMode;
-  constexpr bool kStaged = kBlock || kChannel;  // activation staged, GEMM2 operand in shared memory
+  constexpr bool kBlock = kMode == kBlockMode, kChannel = kMode == kChannelMode, kDyn = kMode == kDynTensorMode;
+  constexpr bool kStaged = kBlock || kChannel || kDyn;  // activation staged, GEMM2 operand in shared memory
   constexpr Operand OP = Operand::FP8;
   constexpr int kBytes = 1;
   extern __shared__ __align__(128) uint8_t smem[];
@@ -100,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
   __shared__ float xsc[kBlock ? kMaxKGroups : 1];            // fp8-block: x's group scales
   __shared__ float sa2[kStaged ? kMaxSlots : 1][kBlock ? kMaxNGroups : 1];  // GEMM2 operand scales (staged modes)
-  __shared__ float x_scale;                                               // fp8-channel: x's row scale
+  __shared__ float x_scale;  // fp8-channel: x's row scale; dynamic fp8-tensor: x's tensor scale
 
   const int topk = static_cast<int>(p.gather.topk);
   const int64_t K = p.gather.K, N = p.act.N;
@@ -125,8 +128,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = codes;
           if ((l & 15) == 0) xsc[l / 16] = sc;
         });
-  } else if constexpr (kChannel) {
-    // As the gather's ROW case (gather_row_vec_rows): the row's amax, then its codes.
+  } else if constexpr (kChannel || kDyn) {
+    // As the gather's ROW case (gather_row_vec_rows) or, dynamic fp8-tensor, launch_gemm1_amax +
+    // the vector gather (quant_tensor with scale_from_amax): the row's amax, then its codes.
     const int lanes = static_cast<int>(K / 8);
     float m = 0.0f;
     for (int l = tid; l < lanes; l += kThreads) {
@@ -139,8 +143,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     for (int l = tid; l < lanes; l += kThreads) {
       float v[8];
       load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
-      const uint4 codes = pack8_row_codes(Operand::FP8, v, s1);
-      *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = make_uint2(codes.x, codes.y);
+      if constexpr (kChannel) {
+        const uint4 codes = pack8_row_codes(Operand::FP8, v, s1);
+        *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = make_uint2(codes.x, codes.y);
+      } else {
+        uint8_t q[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s1);
+        *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) =
+            make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+      }
     }
   } else {
     const float s1 = tensor_scale_value(p.gather.scale);
@@ -160,7 +172,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     expert[tid] = local_expert(p.ids, p.expert_map, tid, p.num_experts, p.num_global);
     weight[tid] = p.fin.topk_weights[tid];
   }
-  if (tid == 32) {  // the per-tensor scales (another warp: no wait behind the ids)
+  if (!kDyn && tid == 32) {  // the static per-tensor scales (another warp: no wait behind the ids)
     a1_tensor = p.act.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.act.dq.a_tensor) : 1.0f;
     a2_tensor = p.fin.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.fin.dq.a_tensor) : 1.0f;
     act_s2 = kStaged ? 1.0f : tensor_scale_value(p.act.scale);
@@ -295,6 +307,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           if constexpr (kChannel) {
             gate = __fmul_rn(gate, __fmul_rn(x_scale, wcg));
             up = __fmul_rn(up, __fmul_rn(x_scale, wcu));
+          } else if constexpr (kDyn) {  // row_factor's a_tensor * w[e], as ActivationRowStore
+            const float ds = __fmul_rn(x_scale, ws);
+            gate = __fmul_rn(gate, ds);
+            up = __fmul_rn(up, ds);
           }
           if (ap.bias) gate = __fadd_rn(gate, bg), up = __fadd_rn(up, bu);
           p.stage[s * N + ne] = round_to(ap.act_dtype, gated(ap, gate, up));
@@ -314,11 +330,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   // ---- 3. every slot's operand row is complete ----
   // GEMM2's per-slot dequant factors (finalize's slot_factor; fp8-channel: set below), loaded
   // across the barrier.
-  float f2 = 1.0f;
-  if (tid < topk && expert[tid] >= 0 && p.fin.dq.kind == Dequant::TENSOR) f2 = __fmul_rn(a2_tensor, p.fin.dq.w[expert[tid]]);
+  float f2 = 1.0f, w2t = 1.0f;
+  if (tid < topk && expert[tid] >= 0 && p.fin.dq.kind == Dequant::TENSOR) {
+    w2t = p.fin.dq.w[expert[tid]];
+    if (!kDyn) f2 = __fmul_rn(a2_tensor, w2t);
+  }
   __syncthreads();
   cooperative_groups::this_grid().sync();
-  if (!kChannel && tid < topk) factor[tid] = f2;  // fp8-channel: the slot's row scale, below
+  if (!kChannel && !kDyn && tid < topk) factor[tid] = f2;  // fp8-channel, dynamic: below
   if constexpr (kBlock) {
     // Every slot's staged row quantised in 1 x 128 groups (as the activation kernel's block
     // quantiser), codes and scales into shared memory; rows of slots without an expert are zeros.
@@ -361,6 +380,32 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       }
       if (lane == 0) factor[s] = s2;
     }
+    __syncthreads();
+  } else if constexpr (kDyn) {
+    // All slots' staged rows with one scale from their common amax (quantise_staged_kernel's
+    // codes); the slots' factors are that scale times their expert's W2 scale.
+    const int lanes_per_row = static_cast<int>(N / 8), lanes = topk * lanes_per_row;
+    float m = 0.0f;
+    for (int l = tid; l < lanes; l += kThreads) {
+      if (expert[l / lanes_per_row] < 0) continue;
+      const float4* src = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(l) * 8);
+      const float4 lo = __ldcg(src), hi = __ldcg(src + 1);
+      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      m = fmaxf(m, amax8(v));
+    }
+    const float s2 = scale_from_amax(block_max(m));
+    for (int l = tid; l < lanes; l += kThreads) {
+      if (expert[l / lanes_per_row] < 0) continue;
+      const float4* src = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(l) * 8);
+      const float4 lo = __ldcg(src), hi = __ldcg(src + 1);
+      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+      uint8_t q[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s2);
+      *reinterpret_cast<uint2*>(a2s + static_cast<int64_t>(l) * 8) =
+          make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+    }
+    if (tid < topk) factor[tid] = __fmul_rn(s2, w2t);  // slot_factor: a_tensor * w[e]
     __syncthreads();
   }
 
@@ -485,8 +530,13 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   // TP8 (H100, bench/results/2026-11-26-h100-decode-layer), so 16-bit layers keep the chain.
   const Operand op = gp.op;
   if (op != Operand::FP8 || ap.op != op) return false;
-  const bool block = gp.quant == Fp8Quant::BLOCK, channel = gp.quant == Fp8Quant::ROW;
-  if (channel) {
+  const bool block = gp.quant == Fp8Quant::BLOCK, channel = gp.quant == Fp8Quant::ROW,
+             dynamic = gp.quant == Fp8Quant::TENSOR_DYNAMIC;
+  if (dynamic) {
+    // fp8-tensor with dynamic scales: both amaxes inside the kernel; the staging row.
+    if (ap.quant != Fp8Quant::TENSOR_DYNAMIC || ap.dq.kind != Dequant::TENSOR || fp.dq.kind != Dequant::TENSOR) return false;
+    if (!p.stage || !aligned16(p.stage)) return false;
+  } else if (channel) {
     // fp8-channel: per-token dynamic activation scales, per-channel weight scales; the staging row.
     if (ap.quant != Fp8Quant::ROW || ap.dq.kind != Dequant::CHANNEL || fp.dq.kind != Dequant::CHANNEL) return false;
     if (!p.stage || !aligned16(p.stage)) return false;
@@ -508,7 +558,7 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   if (!aligned16(gp.x) || !aligned16(p.w13) || !aligned16(p.w2) || !aligned16(ap.out) || !aligned16(fp.bias))
     return false;
   if (p.sm_count <= 0 || decode_layer_cols(K, p.sm_count) > kMaxCols) return false;
-  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count, block || channel) <= kMaxDynSmem;
+  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count, block || channel || dynamic) <= kMaxDynSmem;
 }
 
 void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
@@ -518,6 +568,7 @@ void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
                 std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
   if (p.gather.quant == Fp8Quant::BLOCK) launch_fp8<kBlockMode>(p, stream);
   else if (p.gather.quant == Fp8Quant::ROW) launch_fp8<kChannelMode>(p, stream);
+  else if (p.gather.quant == Fp8Quant::TENSOR_DYNAMIC) launch_fp8<kDynTensorMode>(p, stream);
   else launch_fp8<kTensorMode>(p, stream);
 }
 

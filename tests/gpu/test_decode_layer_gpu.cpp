@@ -116,6 +116,13 @@ const DecodeCase kCases[] = {
     {"channel_tp8_silu", Format::FP8_CHANNEL, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 7168, 256, 32, 8},
     {"channel_swigluoai_interleaved_bias_f16_hidden", Format::FP8_CHANNEL, Activation::SWIGLUOAI, true, GateUpOrder::UP_GATE, true, DType::F16, 1040, 208, 16, 5},
 };
+// fp8-tensor with dynamic activation scales (Case::fp8_static false): the same kernel, both amaxes
+// inside it.
+const DecodeCase kDynamicCases[] = {
+    {"dynamic_qwen3_silu", Format::FP8_TENSOR, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8},
+    {"dynamic_tp8_silu", Format::FP8_TENSOR, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 7168, 256, 32, 8},
+    {"dynamic_gelu_tanh_bias_f32_hidden", Format::FP8_TENSOR, Activation::GELU_TANH, false, GateUpOrder::UP_GATE, true, DType::F32, 1040, 208, 16, 3},
+};
 
 class DecodeLayerGpu : public ::testing::TestWithParam<int> {};
 
@@ -133,6 +140,22 @@ TEST_P(DecodeLayerGpu, MatchesOracle) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DecodeLayerGpu, ::testing::Range(0, static_cast<int>(std::size(kCases))),
                          [](const ::testing::TestParamInfo<int>& i) { return std::string(kCases[i.param].name); });
+
+class DecodeLayerDynamicGpu : public ::testing::TestWithParam<int> {};
+
+TEST_P(DecodeLayerDynamicGpu, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  Case c = to_case(kDynamicCases[GetParam()], 940 + static_cast<uint64_t>(GetParam()));
+  c.fp8_static = false;
+  expect_shape_fits(c);
+  const LayerFile lf = make_layer(c);
+  const Inputs in = make_inputs(c, c.E);
+  check_against_oracle(c, lf, in);
+  expect_one_kernel(c, lf, in);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DecodeLayerDynamicGpu, ::testing::Range(0, static_cast<int>(std::size(kDynamicCases))),
+                         [](const ::testing::TestParamInfo<int>& i) { return std::string(kDynamicCases[i.param].name); });
 
 // Slots that select nothing (ids out of range, experts the map leaves to another rank) are
 // skipped in both halves of the kernel; a token with no slot at all gets zeros.
@@ -167,15 +190,15 @@ TEST(DecodeLayerGpuEdge, InvalidIdsAndExpertMap) {
   }
 }
 
-// Not taken (the chain runs; several graph nodes): 16-bit weights (measured slower), dynamic fp8
-// scales, more than one token, the router weight on the input.
+// Not taken (the chain runs; several graph nodes): 16-bit weights (measured slower), a
+// non-gated activation (relu2), more than one token, the router weight on the input.
 TEST(DecodeLayerGpuEdge, OtherCallsKeepTheChain) {
   FMOE_REQUIRE_GPU();
   for (int v = 0; v < 4; ++v) {
     Case c = to_case(kCases[0], 960 + static_cast<uint64_t>(v));
     c.E = 16;
     if (v == 0) c.format = Format::BF16, c.fp8_static = false;
-    if (v == 1) c.fp8_static = false;
+    if (v == 1) c.act = Activation::RELU2;
     if (v == 2) c.M = 2;
     if (v == 3) c.on_input = true;
     const LayerFile lf = make_layer(c);
