@@ -58,6 +58,7 @@ constexpr int kMaxSlots = static_cast<int>(kDecodeLayerMaxTopk);
 constexpr int kMaxCols = 128;              // output columns per CTA (static y buffer)
 constexpr int kMaxKGroups = 64;            // fp8-block: 128-wide groups of x (K <= 8192)
 constexpr int kMaxNGroups = 32;            // fp8-block: 128-wide groups of GEMM2's operand (N <= 4096)
+constexpr int kHeld = 4;                   // staged chunks of 8 per lane kept in registers while quantising
 // Dynamic shared memory the kernel is opted in to: the 227 KB of a Hopper SM's opt-in limit less
 // the static part (GEMM2 sums by k part 16 KB, GEMM1 partial sums 2 KB, slots) and some slack.
 constexpr int kMaxDynSmem = 227 * 1024 - 24 * 1024;
@@ -66,6 +67,26 @@ __device__ __forceinline__ uint4 ld_shared16(const uint8_t* p) { return *reinter
 // The GEMM2 operand rows were written by other CTAs before the grid barrier: read at L2 (.cg),
 // never from a possibly stale L1 line.
 __device__ __forceinline__ uint4 ld_l2_16(const uint8_t* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+
+// Chunk l (8 floats) of an fp32 staging row written by other CTAs before the grid barrier (read at
+// L2), or zeros.
+__device__ __forceinline__ void load_staged8(const float4* row, int l, bool ok, float (&v)[8]) {
+  float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+  if (ok) lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+// The e4m3 codes of chunk l with a row scale (quant_row) or a tensor scale (quant_tensor).
+__device__ __forceinline__ void store_row_codes8(uint8_t* out, int l, const float (&v)[8], float s) {
+  const uint4 codes = pack8_row_codes(Operand::FP8, v, s);
+  *reinterpret_cast<uint2*>(out + static_cast<int64_t>(l) * 8) = make_uint2(codes.x, codes.y);
+}
+__device__ __forceinline__ void store_tensor_codes8(uint8_t* out, int l, const float (&v)[8], float s) {
+  uint8_t q[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
+  *reinterpret_cast<uint2*>(out + static_cast<int64_t>(l) * 8) =
+      make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+}
 
 __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
@@ -359,51 +380,72 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     __syncthreads();
   } else if constexpr (kChannel) {
     // Every slot's staged row quantised with its own scale (the activation kernel's ROW case): one
-    // warp per slot, the row read twice from L2 (amax, then codes); the scale is the slot's factor.
+    // warp per slot; the first kHeld chunks of 8 per lane stay in registers between the amax and
+    // the codes (one L2 round trip for rows of N <= 1024), longer rows read the rest twice. The
+    // scale is the slot's factor.
     const int lanes_per_row = static_cast<int>(N / 8);
     for (int s = warp; s < topk; s += kWarps) {
       if (expert[s] < 0) continue;
       const float4* row = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(s) * N);
+      float v[kHeld][8];
       float m = 0.0f;
-      for (int l = lane; l < lanes_per_row; l += 32) {
-        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
-        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        m = fmaxf(m, amax8(v));
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i) {
+        const int l = lane + 32 * i;
+        load_staged8(row, l, l < lanes_per_row, v[i]);
+        m = fmaxf(m, amax8(v[i]));
+      }
+      for (int l = lane + 32 * kHeld; l < lanes_per_row; l += 32) {
+        float w[8];
+        load_staged8(row, l, true, w);
+        m = fmaxf(m, amax8(w));
       }
       const float s2 = scale_from_amax(warp_max(m));
-      for (int l = lane; l < lanes_per_row; l += 32) {
-        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
-        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        const uint4 codes = pack8_row_codes(Operand::FP8, v, s2);
-        *reinterpret_cast<uint2*>(a2s + static_cast<int64_t>(s) * w2_row + static_cast<int64_t>(l) * 8) =
-            make_uint2(codes.x, codes.y);
+      uint8_t* out = a2s + static_cast<int64_t>(s) * w2_row;
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i) {
+        const int l = lane + 32 * i;
+        if (l < lanes_per_row) store_row_codes8(out, l, v[i], s2);
+      }
+      for (int l = lane + 32 * kHeld; l < lanes_per_row; l += 32) {
+        float w[8];
+        load_staged8(row, l, true, w);
+        store_row_codes8(out, l, w, s2);
       }
       if (lane == 0) factor[s] = s2;
     }
     __syncthreads();
   } else if constexpr (kDyn) {
     // All slots' staged rows with one scale from their common amax (quantise_staged_kernel's
-    // codes); the slots' factors are that scale times their expert's W2 scale.
+    // codes); the slots' factors are that scale times their expert's W2 scale. As above, the
+    // first kHeld chunks of 8 per thread stay in registers.
     const int lanes_per_row = static_cast<int>(N / 8), lanes = topk * lanes_per_row;
+    const float4* rows = reinterpret_cast<const float4*>(p.stage);
+    auto used = [&](int l) { return l < lanes && expert[l / lanes_per_row] >= 0; };
+    float v[kHeld][8];
     float m = 0.0f;
-    for (int l = tid; l < lanes; l += kThreads) {
-      if (expert[l / lanes_per_row] < 0) continue;
-      const float4* src = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(l) * 8);
-      const float4 lo = __ldcg(src), hi = __ldcg(src + 1);
-      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      m = fmaxf(m, amax8(v));
+#pragma unroll
+    for (int i = 0; i < kHeld; ++i) {
+      const int l = tid + kThreads * i;
+      load_staged8(rows, l, used(l), v[i]);
+      m = fmaxf(m, amax8(v[i]));
+    }
+    for (int l = tid + kThreads * kHeld; l < lanes; l += kThreads) {
+      float w[8];
+      load_staged8(rows, l, used(l), w);
+      m = fmaxf(m, amax8(w));
     }
     const float s2 = scale_from_amax(block_max(m));
-    for (int l = tid; l < lanes; l += kThreads) {
-      if (expert[l / lanes_per_row] < 0) continue;
-      const float4* src = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(l) * 8);
-      const float4 lo = __ldcg(src), hi = __ldcg(src + 1);
-      const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      uint8_t q[8];
 #pragma unroll
-      for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s2);
-      *reinterpret_cast<uint2*>(a2s + static_cast<int64_t>(l) * 8) =
-          make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+    for (int i = 0; i < kHeld; ++i) {
+      const int l = tid + kThreads * i;
+      if (used(l)) store_tensor_codes8(a2s, l, v[i], s2);
+    }
+    for (int l = tid + kThreads * kHeld; l < lanes; l += kThreads) {
+      if (!used(l)) continue;
+      float w[8];
+      load_staged8(rows, l, true, w);
+      store_tensor_codes8(a2s, l, w, s2);
     }
     if (tid < topk) factor[tid] = __fmul_rn(s2, w2t);  // slot_factor: a_tensor * w[e]
     __syncthreads();
