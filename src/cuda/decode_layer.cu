@@ -11,18 +11,21 @@
 //  2. GEMM1 + activation over (slot, block of 8 outputs) tasks, two tasks at a time per CTA (two
 //     halves of 8 warps): the MMA kernel of small_m_activation.cu (mma.sync, the block's rows g /
 //     g + 8 the gate / up rows of output g, warps split k, their sums added in warp order), the
-//     activation and its rounding / quantisation by ActivationRowStore into a [topk, N] operand;
-//     after its first task, thread 0 issues bulk copies of the CTA's W2 slice (the W2 rows of its
-//     output columns for every slot, and their bias) into shared memory;
-//  3. a grid-wide barrier (cooperative_groups; the operand rows are written by other CTAs);
+//     activation and its rounding, then either its static fp8 quantisation (ActivationRowStore)
+//     into a [topk, N] operand or, where the scale needs other tasks' outputs (fp8-block,
+//     fp8-channel, dynamic fp8-tensor), an fp32 staging row; after its first task, thread 0
+//     issues bulk copies of the CTA's W2 slice (the W2 rows of its output columns for every slot,
+//     and their bias) into shared memory;
+//  3. a grid-wide barrier (cooperative_groups; the operand rows are written by other CTAs); the
+//     staged modes then quantise every slot's row in every CTA (no second barrier);
 //  4. GEMM2 for the CTA's columns from the W2 slices already in shared memory (mma.sync against
-//     each slot's operand row), then the top-k sum in slot order with finalize's add_slot.
+//     each slot's operand row), then the top-k sum in slot order with finalize's add_slot terms.
 // So GEMM2's weights stream from HBM while GEMM1 runs, and the layer pays one start and one
 // drain. Sums are in the MMA's order (deterministic; within rounding of the chain's kernels).
-// fp8-tensor (static or dynamic scales), fp8-block and fp8-channel (decode_layer_applies; kMode below). Where its time goes (globaltimer
-// stamps per CTA, H100, Qwen3-30B-A3B, L2 flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load
-// rounds of 64 KB per SM in flight, ~2.2 TB/s with the W2 copies), barrier ~1 us, GEMM2 + top-k
-// sum ~3.4 us - more than its instructions explain; not resolved (NOTES.md).
+// Where its time goes (globaltimer stamps per CTA, H100, Qwen3-30B-A3B static fp8-tensor, L2
+// flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load rounds of 64 KB per SM in flight, ~2.2 TB/s
+// with the W2 copies), barrier ~1 us, GEMM2 + top-k sum ~3.4 us - more than its instructions
+// explain; not resolved (NOTES.md).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -92,8 +95,8 @@ __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
 }
 
-// The kernel's quantisation modes: static per-tensor scales (fp8-tensor), fp8-block, and
-// fp8-channel (per-token dynamic activation scales, per-channel weight scales).
+// The kernel's quantisation modes: fp8-tensor with static scales, fp8-block, fp8-channel
+// (per-token dynamic activation scales, per-channel weight scales), fp8-tensor with dynamic scales.
 enum Mode : int { kTensorMode = 0, kBlockMode = 1, kChannelMode = 2, kDynTensorMode = 3 };
 
 // kBlock: fp8-block (1 x 128 activation groups, 128 x 128 weight blocks; DeepSeek-V3 recipe): x
@@ -251,9 +254,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       float bg = 0.0f, bu = 0.0f, ws = 1.0f, wcg = 1.0f, wcu = 1.0f;
       if (epi && ne < N) {
         gate_up_columns(ap, ne, ge, ue);
-        if (ap.bias) bg = ap.bias[static_cast<int64_t>(e) * ap.R + ge], bu = ap.bias[static_cast<int64_t>(e) * ap.R + ue];
+        const int64_t er = static_cast<int64_t>(e) * ap.R;  // expert e's first GEMM1 column
+        if (ap.bias) bg = ap.bias[er + ge], bu = ap.bias[er + ue];
         if (ap.dq.kind == Dequant::TENSOR) ws = ap.dq.w[e];
-        if constexpr (kChannel) wcg = ap.dq.w[static_cast<int64_t>(e) * ap.R + ge], wcu = ap.dq.w[static_cast<int64_t>(e) * ap.R + ue];
+        if constexpr (kChannel) wcg = ap.dq.w[er + ge], wcu = ap.dq.w[er + ue];
       }
       const int64_t n = ob * kOuts + g;
       const bool nok = n < N;
@@ -576,7 +580,8 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
              dynamic = gp.quant == Fp8Quant::TENSOR_DYNAMIC;
   if (dynamic) {
     // fp8-tensor with dynamic scales: both amaxes inside the kernel; the staging row.
-    if (ap.quant != Fp8Quant::TENSOR_DYNAMIC || ap.dq.kind != Dequant::TENSOR || fp.dq.kind != Dequant::TENSOR) return false;
+    if (ap.quant != Fp8Quant::TENSOR_DYNAMIC || ap.dq.kind != Dequant::TENSOR || fp.dq.kind != Dequant::TENSOR)
+      return false;
     if (!p.stage || !aligned16(p.stage)) return false;
   } else if (channel) {
     // fp8-channel: per-token dynamic activation scales, per-channel weight scales; the staging row.
