@@ -26,11 +26,17 @@ struct ActivationRowStore {
     a.fp8 = p.quant == Fp8Quant::TENSOR_STATIC;
     return a;
   }
-  __device__ __forceinline__ void store(const ActivationParams& p, int64_t r, int64_t n, float gate, float up,
-                                        float bias_gate, float bias_up) const {
+  // The value store() converts or quantises: dequantised, biased, activated, rounded to the
+  // activation dtype (also the fp32 staging value of the one-token kernel's dynamic modes).
+  __device__ __forceinline__ float value(const ActivationParams& p, float gate, float up, float bias_gate,
+                                         float bias_up) const {
     if (scaled) gate = __fmul_rn(gate, ds), up = __fmul_rn(up, ds);
     if (p.bias) gate = __fadd_rn(gate, bias_gate), up = __fadd_rn(up, bias_up);
-    const float v = round_to(p.act_dtype, gated(p, gate, up));
+    return round_to(p.act_dtype, gated(p, gate, up));
+  }
+  __device__ __forceinline__ void store(const ActivationParams& p, int64_t r, int64_t n, float gate, float up,
+                                        float bias_gate, float bias_up) const {
+    const float v = value(p, gate, up, bias_gate, bias_up);
     if (fp8) static_cast<uint8_t*>(p.out)[r * p.N + n] = quant_tensor(v, s);
     else store_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, r * p.N + n, v);
   }

@@ -458,6 +458,7 @@ class CudaBackend final : public BackendImpl {
     // front of them; the other small calls stream on the stream GEMM (GroupedGemmArgs::small_m_ok).
     g1.a_scale = b.block_scale1;
     g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
+    const float* w2_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
     const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
     g1.small_m_ok = fuse;  // until decode_stream below
     // h stays fp32: bf16 h and y together were measured on an H200 (2026-11-21) at 0.3-4% (bf16)
@@ -523,8 +524,23 @@ class CudaBackend final : public BackendImpl {
     const int32_t* ids = args.topk_ids.ptr<const int32_t>();
     const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
 
-    // ---- one token on small experts (fp8-tensor, fp8-block, fp8-channel): the whole layer in
-    // one kernel (decode_layer.cu) ----
+    // The top-k sum (finalize, or its fused forms); y and its dtype are set with GEMM2 below.
+    FinalizeParams fp;
+    fp.M = M;
+    fp.K = K;
+    fp.topk = topk;
+    fp.slot_row = b.plan.slot_row;
+    fp.row_expert = b.plan.row_expert;
+    fp.topk_weights = tw;
+    fp.on_input = args.apply_router_weight_on_input;
+    fp.bias = weights_.w2_bias.present() ? weights_.w2_bias.ptr<const float>() : nullptr;
+    fp.dq = dequant(weights_.w2_weight_scale, scale2, b.row_scale2, weights_.w2_weight_scale_2,
+                    weights_.w2_input_scale);
+    fp.out = args.output.data;
+    fp.out_dtype = args.output.dtype;
+
+    // ---- one token on small experts (fp8-tensor, fp8-block, fp8-channel; static or dynamic
+    // scales): the whole layer in one kernel (decode_layer.cu) ----
     // Its time is the GEMM1 stage of run_timed(); the other stages read 0.
     if (M == 1 && !w4_ && args.hidden_states.dtype != DType::F8_E4M3) {
       DecodeLayerParams dl;
@@ -536,19 +552,10 @@ class CudaBackend final : public BackendImpl {
       dl.w13 = weights_.w13_weight.data;
       dl.w2 = weights_.w2_weight.data;
       dl.act = ap;
-      dl.fin.M = M;
-      dl.fin.K = K;
-      dl.fin.topk = topk;
-      dl.fin.topk_weights = tw;
-      dl.fin.on_input = args.apply_router_weight_on_input;
-      dl.fin.bias = weights_.w2_bias.present() ? weights_.w2_bias.ptr<const float>() : nullptr;
-      dl.fin.dq = dequant(weights_.w2_weight_scale, scale2, b.row_scale2, weights_.w2_weight_scale_2,
-                          weights_.w2_input_scale);
-      dl.fin.out = args.output.data;
-      dl.fin.out_dtype = args.output.dtype;
+      dl.fin = fp;
       if (quant1_ == Fp8Quant::BLOCK) {
-        dl.w13_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
-        dl.w2_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
+        dl.w13_scale = g1.b_scale;
+        dl.w2_scale = w2_scale;
       }
       // fp8-block / fp8-channel / dynamic fp8-tensor: the activation row before its quantisation
       // ([slots, R] fp32, unused otherwise on this path).
@@ -619,7 +626,7 @@ class CudaBackend final : public BackendImpl {
     g2.n = K;
     g2.k = N;
     g2.a_scale = b.block_scale2;
-    g2.b_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
+    g2.b_scale = w2_scale;
     g2.offsets_final_at_launch = true;  // the plan is two or more kernels back (at least GEMM1 between)
     // y rounded to bf16 where the output is bf16 and the large-M instances run (as vLLM's and
     // FlashInfer's GEMM2 outputs): half the bytes of the y round trip, which dominates GEMM2 and
@@ -628,21 +635,8 @@ class CudaBackend final : public BackendImpl {
     if (!w4_ && args.output.dtype == DType::BF16 && sm90_bf16_d_applies(g2, path2_)) g2.d_dtype = DType::BF16;
 
     // ---- finalize ----
-    FinalizeParams fp;
-    fp.y = b.y;
+    fp.y = b.y;  // the rest above (the one-token kernel takes the same parameters)
     fp.y_dtype = g2.d_dtype;
-    fp.M = M;
-    fp.K = K;
-    fp.topk = topk;
-    fp.slot_row = b.plan.slot_row;
-    fp.row_expert = b.plan.row_expert;
-    fp.topk_weights = tw;
-    fp.on_input = args.apply_router_weight_on_input;
-    fp.bias = weights_.w2_bias.present() ? weights_.w2_bias.ptr<const float>() : nullptr;
-    fp.dq = dequant(weights_.w2_weight_scale, scale2, b.row_scale2, weights_.w2_weight_scale_2,
-                    weights_.w2_input_scale);
-    fp.out = args.output.data;
-    fp.out_dtype = args.output.dtype;
     // Decode-sized calls on the small-M path: GEMM2 and finalize in one kernel (no y); its time
     // is the GEMM2 stage of run_timed() and the finalize stage reads 0.
     if (fuse && small_m_takes(g2, path2_) && small_m_finalize_applies(g2, fp)) {

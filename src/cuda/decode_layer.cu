@@ -152,42 +152,29 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = codes;
           if ((l & 15) == 0) xsc[l / 16] = sc;
         });
-  } else if constexpr (kChannel || kDyn) {
-    // As the gather's ROW case (gather_row_vec_rows) or, dynamic fp8-tensor, launch_gemm1_amax +
-    // the vector gather (quant_tensor with scale_from_amax): the row's amax, then its codes.
-    const int lanes = static_cast<int>(K / 8);
-    float m = 0.0f;
-    for (int l = tid; l < lanes; l += kThreads) {
-      float v[8];
-      load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
-      m = fmaxf(m, amax8(v));
-    }
-    const float s1 = scale_from_amax(block_max(m));
-    if (tid == 0) x_scale = s1;
-    for (int l = tid; l < lanes; l += kThreads) {
-      float v[8];
-      load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
-      if constexpr (kChannel) {
-        const uint4 codes = pack8_row_codes(Operand::FP8, v, s1);
-        *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = make_uint2(codes.x, codes.y);
-      } else {
-        uint8_t q[8];
-#pragma unroll
-        for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s1);
-        *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) =
-            make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
-      }
-    }
   } else {
-    const float s1 = tensor_scale_value(p.gather.scale);
-    for (int64_t v = tid; v < K / 8; v += kThreads) {
-      float f[8];
-      load8_as_float(p.gather.x, p.gather.x_dtype, v * 8, f);
-      uint8_t q[8];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) q[j] = quant_tensor(f[j], s1);
-      *reinterpret_cast<uint2*>(xs + v * 8) =
-          make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
+    // Static fp8-tensor: the vector gather's codes with the static scale. fp8-channel and dynamic
+    // fp8-tensor: the row's amax first (the gather's ROW case, gather_row_vec_rows; or
+    // launch_gemm1_amax, the tensor being this one row), then the codes with its scale.
+    const int lanes = static_cast<int>(K / 8);
+    float s1;
+    if constexpr (kChannel || kDyn) {
+      float m = 0.0f;
+      for (int l = tid; l < lanes; l += kThreads) {
+        float v[8];
+        load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
+        m = fmaxf(m, amax8(v));
+      }
+      s1 = scale_from_amax(block_max(m));
+      if (tid == 0) x_scale = s1;
+    } else {
+      s1 = tensor_scale_value(p.gather.scale);
+    }
+    for (int l = tid; l < lanes; l += kThreads) {
+      float v[8];
+      load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
+      if constexpr (kChannel) store_row_codes8(xs, l, v, s1);
+      else store_tensor_codes8(xs, l, v, s1);
     }
   }
   // Per slot: the expert and the router weight. The per-expert scales are read where they are
@@ -325,28 +312,22 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           gate += part[half][buf][w][0][lane];
           up += part[half][buf][w][1][lane];
         }
-        if constexpr (kStaged) {
-          // The rounded activation (ActivationRowStore::store without the quantisation: its 1 x 128
-          // group or row needs other tasks' outputs), staged in fp32. fp8-channel first dequantises
-          // as fix_h: v * (a_row * w[e, column]).
-          if constexpr (kChannel) {
-            gate = __fmul_rn(gate, __fmul_rn(x_scale, wcg));
-            up = __fmul_rn(up, __fmul_rn(x_scale, wcu));
-          } else if constexpr (kDyn) {  // row_factor's a_tensor * w[e], as ActivationRowStore
-            const float ds = __fmul_rn(x_scale, ws);
-            gate = __fmul_rn(gate, ds);
-            up = __fmul_rn(up, ds);
-          }
-          if (ap.bias) gate = __fadd_rn(gate, bg), up = __fadd_rn(up, bu);
-          p.stage[s * N + ne] = round_to(ap.act_dtype, gated(ap, gate, up));
-        } else {
-          ActivationRowStore st;
-          st.ds = __fmul_rn(a1_tensor, ws);  // ActivationRowStore::make's factor
-          st.s = act_s2;
-          st.scaled = ap.dq.kind != Dequant::NONE;
-          st.fp8 = true;
-          st.store(ap, s, ne, gate, up, bg, bu);
+        // ActivationRowStore::make's factor, from the scales loaded above (dynamic fp8-tensor: x's
+        // scale from this kernel); fp8-channel dequantises per column first, as fix_h:
+        // v * (a_row * w[e, column]).
+        ActivationRowStore st;
+        st.ds = __fmul_rn(kDyn ? x_scale : a1_tensor, ws);
+        st.s = act_s2;
+        st.scaled = ap.dq.kind == Dequant::TENSOR;
+        st.fp8 = true;
+        if constexpr (kChannel) {
+          gate = __fmul_rn(gate, __fmul_rn(x_scale, wcg));
+          up = __fmul_rn(up, __fmul_rn(x_scale, wcu));
         }
+        // Staged modes: the rounded activation in fp32 (its quantisation needs other tasks'
+        // outputs: a 1 x 128 group, a row or the tensor); else quantised with the static scale.
+        if constexpr (kStaged) p.stage[s * N + ne] = st.value(ap, gate, up, bg, bu);
+        else st.store(ap, s, ne, gate, up, bg, bu);
       }
     }
   }
@@ -370,11 +351,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     quantise_block_lanes(
         topk * lanes_per_row, p.act.block.ue8m0,
         [&](int l, float (&v)[8]) {
-          const int s = l / lanes_per_row;
-          if (expert[s] < 0) return;
-          const float4* src = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(l) * 8);
-          const float4 lo = __ldcg(src), hi = __ldcg(src + 1);
-          v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+          load_staged8(reinterpret_cast<const float4*>(p.stage), l, expert[l / lanes_per_row] >= 0, v);
         },
         [&](int l, uint2 codes, float sc) {
           *reinterpret_cast<uint2*>(a2s + static_cast<int64_t>(l) * 8) = codes;

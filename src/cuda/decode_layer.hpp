@@ -28,7 +28,8 @@ struct DecodeLayerParams {
   // row_expert are not used).
   FinalizeParams fin;
   // fp8-block: the weights' 128 x 128 block scales ([E, R/128, K/128], [E, K/128, N/128]);
-  // fp8-block / fp8-channel: an fp32 [topk, N] row for the activation before its quantisation.
+  // fp8-block / fp8-channel / dynamic fp8-tensor: an fp32 [topk, N] row for the activation before
+  // its quantisation.
   const float* w13_scale = nullptr;
   const float* w2_scale = nullptr;
   float* stage = nullptr;
@@ -44,10 +45,10 @@ int64_t decode_layer_cols(int64_t K, int sm_count);
 // x, and (staged: fp8-block, fp8-channel) the quantised GEMM2 operand rows.
 int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool staged = false);
 // Whether the kernel takes the call: one token, at most 8 slots, no router weight on the input;
-// fp8-tensor with static per-tensor scales on both operands (dequant TENSOR), fp8-block with K
-// and N multiples of 128, or fp8-channel (16-bit layers measured slower than the chain); a gated activation
-// (R = 2N); K and N multiples of 16; 16-byte aligned weights, x, operand buffer and GEMM2 bias;
-// and the W2 slices within shared memory.
+// fp8-tensor with static or dynamic per-tensor scales (dequant TENSOR), fp8-block with K and N
+// multiples of 128, or fp8-channel (16-bit layers measured slower than the chain); a gated
+// activation (R = 2N); K and N multiples of 16; 16-byte aligned weights, x, operand buffer and
+// GEMM2 bias; and the W2 slices within shared memory.
 bool decode_layer_applies(const DecodeLayerParams& p);
 // Launches it (cooperative: every CTA resident, one per SM); throws where it does not apply.
 void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream);

@@ -45,7 +45,6 @@
 // a dependent scale load per tile and stage.
 #include <cuda.h>
 #include <cudaTypedefs.h>
-#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -56,6 +55,7 @@
 #include "cuda/active_expert.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/device_utils.cuh"
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
@@ -365,17 +365,11 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
 #pragma unroll
         for (int q = 0; q < 2; ++q) {
           const int r = tb * T + j * 8 + 2 * t + q;
-          if (r < rows) {
+          if (r < rows) {  // bf16 D (GroupedGemmArgs::d_dtype): the two stores fill a 32-byte sector
             const int64_t i = static_cast<int64_t>(row0 + r) * n + c0;
-            if (d16) {  // bf16 D (GroupedGemmArgs::d_dtype): the two stores fill a 32-byte sector
-              __nv_bfloat16* drow = static_cast<__nv_bfloat16*>(d) + i;
-              if (c0 < n) drow[0] = __float2bfloat16_rn(acc[4 * j + q]);
-              if (c0 + 8 < n) drow[8] = __float2bfloat16_rn(acc[4 * j + 2 + q]);
-            } else {
-              float* drow = static_cast<float*>(d) + i;
-              if (c0 < n) drow[0] = acc[4 * j + q];
-              if (c0 + 8 < n) drow[8] = acc[4 * j + 2 + q];
-            }
+            const DType dt = d16 ? DType::BF16 : DType::F32;
+            if (c0 < n) store_from_float(d, dt, i, acc[4 * j + q]);
+            if (c0 + 8 < n) store_from_float(d, dt, i + 8, acc[4 * j + 2 + q]);
           }
         }
       }
