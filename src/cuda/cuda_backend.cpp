@@ -542,7 +542,8 @@ class CudaBackend final : public BackendImpl {
     // ---- one token on small experts (fp8-tensor, fp8-block, fp8-channel; static or dynamic
     // scales): the whole layer in one kernel (decode_layer.cu) ----
     // Its time is the GEMM1 stage of run_timed(); the other stages read 0.
-    if (M == 1 && !w4_ && args.hidden_states.dtype != DType::F8_E4M3) {
+    // MXFP4 / NVFP4 with 16-bit activations: the same in decode_layer_w4.cu.
+    if (M == 1 && args.hidden_states.dtype != DType::F8_E4M3) {
       DecodeLayerParams dl;
       dl.ids = ids;
       dl.expert_map = emap;
@@ -561,9 +562,15 @@ class CudaBackend final : public BackendImpl {
       // ([slots, R] fp32, unused otherwise on this path).
       if (quant1_ == Fp8Quant::BLOCK || quant1_ == Fp8Quant::ROW || quant1_ == Fp8Quant::TENSOR_DYNAMIC) dl.stage = b.h;
       dl.sm_count = sm_count_;
-      if (decode_layer_applies(dl)) {
+      if (w4_) {
+        dl.w4 = true;
+        dl.w4_13 = w4_weights(true);
+        dl.w4_2 = w4_weights(false);
+      }
+      if (w4_ ? decode_layer_w4_applies(dl) : decode_layer_applies(dl)) {
         mark(1);
-        launch_decode_layer(dl, stream);
+        if (w4_) launch_decode_layer_w4(dl, stream);
+        else launch_decode_layer(dl, stream);
         for (int i = 2; i <= 5; ++i) mark(i);
         return;
       }

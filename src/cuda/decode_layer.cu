@@ -36,40 +36,26 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/decode_layer.hpp"
+#include "cuda/decode_layer_common.cuh"
 #include "cuda/device_utils.cuh"
 #include "cuda/expert_id.cuh"
 #include "cuda/finalize_term.cuh"
 #include "cuda/mbarrier.cuh"
 #include "cuda/small_m_mma.cuh"
-#include "cuda/smem_opt_in.hpp"
 #include "fusedmoe/error.hpp"
 
 namespace fusedmoe::cuda {
 namespace {
 
+using namespace decode_layer;
 using small_m::kKBlockBytes;
 using small_m::load16_stream;
 using small_m::mma_kblock;
 
-constexpr int kHalves = 2;                    // GEMM1 tasks in flight per CTA
-constexpr int kHalfWarps = 8;                 // warps of one task (they split k)
-constexpr int kWarps = kHalves * kHalfWarps;  // 16 warps, 512 threads, one CTA per SM
-constexpr int kThreads = kWarps * 32;
-constexpr int kOuts = 8;                   // activation outputs per GEMM1 task (MMA rows: 8 gate + 8 up)
 constexpr int kUnroll = 4;                 // k-blocks per lane in flight
-constexpr int kMaxSlots = static_cast<int>(kDecodeLayerMaxTopk);
-constexpr int kMaxCols = 128;              // output columns per CTA (static y buffer)
 constexpr int kMaxKGroups = 64;            // fp8-block: 128-wide groups of x (K <= 8192)
 constexpr int kMaxNGroups = 32;            // fp8-block: 128-wide groups of GEMM2's operand (N <= 4096)
 constexpr int kHeld = 4;                   // staged chunks of 8 per lane kept in registers while quantising
-// Dynamic shared memory the kernel is opted in to: the 227 KB of a Hopper SM's opt-in limit less
-// the static part (GEMM2 sums by k part 16 KB, GEMM1 partial sums 2 KB, slots) and some slack.
-constexpr int kMaxDynSmem = 227 * 1024 - 24 * 1024;
-
-__device__ __forceinline__ uint4 ld_shared16(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
-// The GEMM2 operand rows were written by other CTAs before the grid barrier: read at L2 (.cg),
-// never from a possibly stale L1 line.
-__device__ __forceinline__ uint4 ld_l2_16(const uint8_t* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
 // Chunk l (8 floats) of an fp32 staging row written by other CTAs before the grid barrier (read at
 // L2), or zeros.
@@ -89,10 +75,6 @@ __device__ __forceinline__ void store_tensor_codes8(uint8_t* out, int l, const f
   for (int j = 0; j < 8; ++j) q[j] = quant_tensor(v[j], s);
   *reinterpret_cast<uint2*>(out + static_cast<int64_t>(l) * 8) =
       make_uint2(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]));
-}
-
-__device__ __forceinline__ void half_barrier(int half) {
-  asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
 }
 
 // The kernel's quantisation modes: fp8-tensor with static scales, fp8-block, fp8-channel
@@ -506,28 +488,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   __syncthreads();
 }
 
-bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
-
 template <int kMode>
 void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
   const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode != kTensorMode);
-  opt_in_dynamic_smem<decode_layer_kernel<kMode>>(kMaxDynSmem);
-  // Cooperative: the grid barrier needs every CTA resident (the grid is one CTA per SM); with PDL
-  // the kernel may still start while the previous kernel drains.
-  cudaLaunchAttribute attr[2];
-  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = 1;
-  attr[1].id = cudaLaunchAttributeCooperative;
-  attr[1].val.cooperative = 1;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = dim3(static_cast<unsigned>(p.sm_count));
-  cfg.blockDim = dim3(kThreads);
-  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
-  cfg.stream = stream;
-  cfg.attrs = attr;
-  cfg.numAttrs = 2;
-  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, decode_layer_kernel<kMode>, p, cols));
+  launch_cooperative<decode_layer_kernel<kMode>>(p, cols, smem, stream);
 }
 
 }  // namespace

@@ -54,4 +54,49 @@ __device__ __forceinline__ uint32_t scale_bits(uint32_t raw) {
   }
 }
 
+// Word of 8 packed values (k0 in the low nibble) -> pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) of
+// 16-bit values:
+//   int4: q exactly (fp16); the group scale is applied to the fp32 sums (by the kernel).
+//   e2m1: value x s2, s2 = block scale x 2^(126 - kE2m1Shift) (scale_bits).
+template <int F>
+__device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b8, uint32_t (&p)[4]) {
+  if constexpr (F == kInt4) {
+    if (!uint4b8) w ^= 0x88888888u;  // two's complement q -> q + 8
+    const uint32_t sub = 0x64086408u;  // fp16 1032 = 1024 + 8
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      uint32_t h = ((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u;  // fp16 1024 + q + 8
+      __half2 r = __hsub2(*reinterpret_cast<__half2*>(&h), *reinterpret_cast<const __half2*>(&sub));
+      p[i] = *reinterpret_cast<uint32_t*>(&r);
+    }
+  } else {
+    constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
+    const uint32_t raw[4] = {((w << 6) & kMag) | ((w << 12) & kSign), ((w << 2) & kMag) | ((w << 8) & kSign),
+                             ((w >> 2) & kMag) | ((w << 4) & kSign), ((w >> 6) & kMag) | (w & kSign)};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = bf16x2_mul(raw[i], s2);
+  }
+}
+
+// The activations permuted as decode_word permutes the weights: 8 16-bit values (one uint4,
+// k0..k7) -> the B registers of the two k16 MMA steps of a word, (k0,k4) (k1,k5) | (k2,k6) (k3,k7).
+__device__ __forceinline__ void permute_b(const uint4& x, uint32_t (&b)[4]) {
+  b[0] = prmt(x.x, x.z, 0x5410), b[1] = prmt(x.x, x.z, 0x7632);
+  b[2] = prmt(x.y, x.w, 0x5410), b[3] = prmt(x.y, x.w, 0x7632);
+}
+
+// c += A x B, m16n8k16: fp16 operands for int4 (W4A8's mma way), bf16 for e2m1.
+template <int F>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (F == kInt4) {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
 }  // namespace fusedmoe::cuda::w4

@@ -51,30 +51,6 @@ struct Params {
   bool uint4b8, swizzled;
 };
 
-// Word of 8 packed values (k0 in the low nibble) -> pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) of
-// 16-bit values:
-//   int4: q exactly (fp16); the group scale is applied to the fp32 sums (see the kernel).
-//   e2m1: value x s2, s2 = block scale x 2^(126 - kE2m1Shift) (w4_decode.cuh).
-template <int F>
-__device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b8, uint32_t (&p)[4]) {
-  if constexpr (F == kInt4) {
-    if (!uint4b8) w ^= 0x88888888u;  // two's complement q -> q + 8
-    const uint32_t sub = 0x64086408u;  // fp16 1032 = 1024 + 8
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-      uint32_t h = ((w >> (4 * i)) & 0x000F000Fu) | 0x64006400u;  // fp16 1024 + q + 8
-      __half2 r = __hsub2(*reinterpret_cast<__half2*>(&h), *reinterpret_cast<const __half2*>(&sub));
-      p[i] = *reinterpret_cast<uint32_t*>(&r);
-    }
-  } else {
-    constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
-    const uint32_t raw[4] = {((w << 6) & kMag) | ((w << 12) & kSign), ((w << 2) & kMag) | ((w << 8) & kSign),
-                             ((w >> 2) & kMag) | ((w << 4) & kSign), ((w >> 6) & kMag) | (w & kSign)};
-#pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = bf16x2_mul(raw[i], s2);
-  }
-}
-
 // The scale of row `row` of expert e for the values from k index kk on, in two steps so that
 // the load can be issued chunks ahead of its use (converting right after the load would make
 // the warp wait for it there): load_scale_raw returns the stored bits (bf16 / e8m0 / e4m3),
@@ -99,19 +75,6 @@ __device__ __forceinline__ uint32_t load_scale_raw(const Params& p, int64_t e, i
 template <int F>
 __device__ __forceinline__ uint32_t load_scale(const Params& p, int64_t e, int64_t row, int64_t kk) {
   return scale_bits<F>(load_scale_raw<F>(p, e, row, kk));
-}
-
-template <int F>
-__device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  if constexpr (F == kInt4) {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  } else {
-    asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-  }
 }
 
 // Weight streaming: each warp copies its 16 rows into shared memory with cp.async, a stage of

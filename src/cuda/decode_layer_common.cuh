@@ -1,0 +1,58 @@
+#pragma once
+// What the one-token layer kernels share (decode_layer.cu: fp8 weights; decode_layer_w4.cu:
+// MXFP4 / NVFP4 weights): the CTA shape (one 512-thread CTA per SM, two halves of 8 warps running
+// GEMM1 tasks), the half barrier, the loads of rows other CTAs wrote, and the cooperative launch.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "cuda/cuda_check.hpp"
+#include "cuda/decode_layer.hpp"
+#include "cuda/smem_opt_in.hpp"
+
+namespace fusedmoe::cuda::decode_layer {
+
+constexpr int kHalves = 2;                    // GEMM1 tasks in flight per CTA
+constexpr int kHalfWarps = 8;                 // warps of one task (they split k)
+constexpr int kWarps = kHalves * kHalfWarps;  // 16 warps, 512 threads, one CTA per SM
+constexpr int kThreads = kWarps * 32;
+constexpr int kOuts = 8;  // activation outputs per GEMM1 task (MMA rows: 8 gate + 8 up)
+constexpr int kMaxSlots = static_cast<int>(kDecodeLayerMaxTopk);
+constexpr int kMaxCols = 128;  // output columns per CTA (static y buffer)
+// Dynamic shared memory the kernels are opted in to: the 227 KB of a Hopper SM's opt-in limit
+// less the static part (GEMM2 sums by k part 16 KB, GEMM1 partial sums 2 KB, slots, tables) and
+// some slack.
+constexpr int kMaxDynSmem = 227 * 1024 - 24 * 1024;
+
+__device__ __forceinline__ uint4 ld_shared16(const uint8_t* p) { return *reinterpret_cast<const uint4*>(p); }
+// The GEMM2 operand rows were written by other CTAs before the grid barrier: read at L2 (.cg),
+// never from a possibly stale L1 line.
+__device__ __forceinline__ uint4 ld_l2_16(const uint8_t* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
+
+__device__ __forceinline__ void half_barrier(int half) {
+  asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
+}
+
+__host__ __device__ inline bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
+
+// Cooperative (the grid barrier needs every CTA resident: one CTA per SM) with programmatic
+// stream serialisation (the kernel may start while the previous kernel drains).
+template <auto Kernel>
+void launch_cooperative(const DecodeLayerParams& p, int64_t cols, int64_t smem, cudaStream_t stream) {
+  opt_in_dynamic_smem<Kernel>(kMaxDynSmem);
+  cudaLaunchAttribute attr[2];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  attr[1].id = cudaLaunchAttributeCooperative;
+  attr[1].val.cooperative = 1;
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = dim3(static_cast<unsigned>(p.sm_count));
+  cfg.blockDim = dim3(kThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = stream;
+  cfg.attrs = attr;
+  cfg.numAttrs = 2;
+  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, Kernel, p, cols));
+}
+
+}  // namespace fusedmoe::cuda::decode_layer

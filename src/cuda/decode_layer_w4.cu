@@ -1,0 +1,438 @@
+// The expert layer of one token in one kernel for MXFP4 / NVFP4 weights with 16-bit activations
+// (the fp8 kernel's structure, decode_layer.cu; the 4-bit decoding and numerics of the mma way,
+// w4_gemm.hpp / w4_decode.cuh). The chain it replaces at one token is plan + gather, the 4-bit
+// mma GEMM1, the activation, the mma GEMM2 and finalize: five kernels of 5-15 us each on
+// Qwen3-30B-A3B, whose weights take 6.6 us to read (bench/results/2026-11-22-h100-b28eb11-4bit-grid).
+//
+//  1. each CTA rounds x to bf16 into shared memory (as the gather), reads the token's ids and
+//     builds the block-scale table (scale code -> bf16x2 multiplier, as the mma kernel);
+//  2. GEMM1 + activation over (slot, 8 outputs) tasks, two at a time per CTA (halves of 8 warps
+//     splitting k, each lane 32 values = 16 packed bytes of a gate and an up row per 128-wide
+//     k-block, decoded in registers to exact bf16 products and multiplied with mma.sync m16n8k16,
+//     the gate / up rows of output g the MMA rows g / g + 8); the sums x 2^kE2m1Shift (the mma
+//     kernel's D), the GENERIC factor (NVFP4: the expert's global scale), bias, activation and
+//     rounding as the activation kernel (ActivationRowStore), stored as bf16 into GEMM2's operand
+//     [topk, N]; after its first task thread 0 bulk-copies the CTA's W2 slice (packed rows of its
+//     output columns, their block scales where the layout allows a copy, the GEMM2 bias) into
+//     shared memory;
+//  3. (scales in the swizzled layout: the CTA's threads gather them) a grid-wide barrier;
+//  4. GEMM2 of the CTA's columns from shared memory against each slot's operand row (read at L2),
+//     x 2^kE2m1Shift, then the top-k sum in slot order with finalize's add_slot terms.
+// Every product is the oracle's (exact bf16 values); sums fp32 in the MMA's order (deterministic).
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/activation_math.cuh"
+#include "cuda/activation_store.cuh"
+#include "cuda/chained_launch.cuh"
+#include "cuda/cuda_check.hpp"
+#include "cuda/decode_layer.hpp"
+#include "cuda/decode_layer_common.cuh"
+#include "cuda/device_utils.cuh"
+#include "cuda/expert_id.cuh"
+#include "cuda/finalize_term.cuh"
+#include "cuda/mbarrier.cuh"
+#include "cuda/small_m_mma.cuh"
+#include "cuda/w4_decode.cuh"
+#include "fusedmoe/error.hpp"
+
+namespace fusedmoe::cuda {
+namespace {
+
+using namespace decode_layer;
+using namespace w4;
+using small_m::load16_stream;
+
+constexpr int kKBlockValues = 128;  // k values of a k-block: 4 lanes x 32
+constexpr int kKBlockBytes = 64;    // packed bytes of a row per k-block
+constexpr int kGroups = 1;          // groups of 8 activation outputs per GEMM1 task
+constexpr int kTaskOuts = kGroups * kOuts;
+
+template <int F>
+constexpr int block_size() {
+  return F == kMx ? 32 : 16;
+}
+// Scale bytes of one W2 row in the CTA's shared-memory copy (the linear layout's row).
+int64_t scale_row_bytes(Format f, int64_t k) { return k / (f == Format::MXFP4 ? 32 : 16); }
+__host__ __device__ inline int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
+
+// The block scale of (expert e, row, block b) in the linear or the 128x4-swizzled layout, and the
+// step to the same lane's block of the next k-block (linear: 128 / bs bytes; swizzled: one (mxfp4)
+// or two (nvfp4) 4-block column tiles of 512 bytes).
+template <int F>
+__device__ __forceinline__ const uint8_t* scale_at(const W4Weights& w, int64_t e, int64_t row, int64_t b) {
+  const int64_t cols = w.k / block_size<F>();
+  const uint8_t* s = static_cast<const uint8_t*>(w.scale);
+  if (w.swizzled) {
+    const int64_t per_expert = ((w.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4);
+    return s + e * per_expert + swizzled_offset(row, b, cols);
+  }
+  return s + (e * w.n + row) * cols + b;
+}
+template <int F>
+__device__ __forceinline__ int scale_step(const W4Weights& w) {
+  return w.swizzled ? (F == kMx ? 512 : 1024) : kKBlockValues / block_size<F>();
+}
+// The lane's raw scale bits of a k-block: mxfp4 one e8m0 byte (its 32 values are one block),
+// nvfp4 two e4m3 bytes (two 16-blocks, adjacent in both layouts).
+template <int F>
+__device__ __forceinline__ uint32_t load_raw(const uint8_t* q, bool ok) {
+  if (!ok) return 0u;
+  if constexpr (F == kMx) return __ldg(q);
+  else return __ldg(reinterpret_cast<const uint16_t*>(q));
+}
+
+// The lane's 32 operand values of a k-block (4 x 8 bf16) as the B registers of its 8 MMA steps.
+__device__ __forceinline__ void permute_x(const uint4 (&x)[4], uint32_t (&b)[4][4]) {
+#pragma unroll
+  for (int q = 0; q < 4; ++q) permute_b(x[q], b[q]);
+}
+
+// c += (16 rows: lo = rows g, hi = rows g + 8) x (the lane's 32 operand values) over one k-block:
+// 4 packed words per row, each decoded to 4 bf16 pairs and multiplied in two k16 MMA steps.
+template <int F>
+__device__ __forceinline__ void mma_w4_kblock(float (&c)[4], const uint4& lo, const uint4& hi, uint32_t raw_lo,
+                                              uint32_t raw_hi, const uint32_t (&b)[4][4], const uint32_t* table) {
+  uint32_t s_lo[2], s_hi[2];  // nvfp4: the two 16-blocks of the lane's 32 values
+  s_lo[0] = table[raw_lo & 0xFFu], s_hi[0] = table[raw_hi & 0xFFu];
+  if constexpr (F == kNv) s_lo[1] = table[(raw_lo >> 8) & 0xFFu], s_hi[1] = table[(raw_hi >> 8) & 0xFFu];
+  else s_lo[1] = s_lo[0], s_hi[1] = s_hi[0];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    uint32_t pl[4], ph[4];
+    decode_word<F>(q == 0 ? lo.x : q == 1 ? lo.y : q == 2 ? lo.z : lo.w, s_lo[q >> 1], false, pl);
+    decode_word<F>(q == 0 ? hi.x : q == 1 ? hi.y : q == 2 ? hi.z : hi.w, s_hi[q >> 1], false, ph);
+    const uint32_t a0[4] = {pl[0], ph[0], pl[1], ph[1]};
+    const uint32_t a1[4] = {pl[2], ph[2], pl[3], ph[3]};
+    mma16816<F>(c, a0, b[q][0], b[q][1]);
+    mma16816<F>(c, a1, b[q][2], b[q][3]);
+  }
+}
+
+// F: kMx / kNv; kU: GEMM1 k-blocks per lane in flight (ceil(k-blocks / 8) up to 4: one load round
+// per task where K <= 4096, no registers for k-blocks no warp has).
+template <int F, int kU>
+__global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLayerParams p, int64_t cols) {
+  chain_wait();
+  extern __shared__ __align__(128) uint8_t smem[];
+  __shared__ __align__(8) uint64_t w2_bar;
+  __shared__ uint32_t table[256];  // scale code -> decode_word's bf16x2 multiplier
+  __shared__ int32_t expert[kMaxSlots];
+  __shared__ float weight[kMaxSlots], factor[kMaxSlots];
+  __shared__ float part[kHalves][2][kHalfWarps][2][kTaskOuts];  // each warp's gate / up sums, by task parity
+  __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
+  constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+
+  const int topk = static_cast<int>(p.gather.topk);
+  const int64_t K = p.gather.K, N = p.act.N;
+  const int64_t hk = K / 2, hn = N / 2;            // packed row bytes of W13 / W2 (multiples of 16)
+  const int64_t sb = N / block_size<F>();          // scale bytes of a W2 row
+  uint8_t* w2s = smem;                             // [topk][cols][hn]
+  uint8_t* w2sc = w2s + topk * cols * hn;          // [topk][cols][sb]
+  uint8_t* xs = w2sc + round16(topk * cols * sb);  // [K] bf16
+  float* bias2 = reinterpret_cast<float*>(xs + 2 * K);  // [topk][cols]
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
+  const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
+  const int first = F == kMx ? t : 2 * t;  // the lane's first block of a k-block
+  // Linear scales whose CTA slices are 16-byte runs are bulk-copied with the weights; others
+  // (the swizzled layout) are gathered by the CTA's threads before the grid barrier.
+  const bool copy_scales = !p.w4_2.swizzled && (cols * sb) % 16 == 0 && (K * sb) % 16 == 0 &&
+                           aligned16(p.w4_2.scale);
+
+  // ---- 1. x, slots, scale table ----
+  for (int64_t l = tid; l < K / 8; l += kThreads) {
+    float v[8];
+    load8_as_float(p.gather.x, p.gather.x_dtype, l * 8, v);
+    store8_operand16(xs, Operand::BF16, l * 8, v);
+  }
+  if (tid < topk) {
+    expert[tid] = local_expert(p.ids, p.expert_map, tid, p.num_experts, p.num_global);
+    weight[tid] = p.fin.topk_weights[tid];
+  }
+  for (int i = tid; i < 256; i += kThreads) table[i] = scale_bits<F>(static_cast<uint32_t>(i));
+  if (tid == 0) {
+    mbar_init(&w2_bar, 1);
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  __syncthreads();
+  // The W2 rows (and their scales, bias) of the CTA's columns for every slot with an expert,
+  // issued by thread 0 after its first GEMM1 task (decode_layer.cu: issued at the start they
+  // queued ahead of GEMM1's loads).
+  auto issue_w2 = [&]() {
+    const uint32_t w_bytes = static_cast<uint32_t>(ncols * hn), s_bytes = static_cast<uint32_t>(ncols * sb),
+                   b_bytes = static_cast<uint32_t>(ncols * 4);
+    uint32_t bytes = 0;
+    for (int s = 0; s < topk; ++s)
+      if (expert[s] >= 0) bytes += w_bytes + (copy_scales ? s_bytes : 0u) + (p.fin.bias ? b_bytes : 0u);
+    mbar_expect_tx(&w2_bar, bytes);  // the arrive; with no bytes the phase completes here
+    for (int s = 0; s < topk && ncols > 0; ++s) {
+      const int64_t e = expert[s];
+      if (e < 0) continue;
+      bulk_load_1d(w2s + s * cols * hn, p.w4_2.w + (e * K + c0) * hn, w_bytes, &w2_bar);
+      if (copy_scales)
+        bulk_load_1d(w2sc + s * cols * sb, static_cast<const uint8_t*>(p.w4_2.scale) + (e * K + c0) * sb, s_bytes,
+                     &w2_bar);
+      if (p.fin.bias) bulk_load_1d(bias2 + s * cols, p.fin.bias + e * K + c0, b_bytes, &w2_bar);
+    }
+  };
+  bool w2_issued = false;
+
+  // ---- 2. GEMM1 + activation: tasks (slot, 16 outputs), one per CTA half at a time ----
+  // As decode_layer.cu (one half barrier per task, partial sums double-buffered, the epilogue
+  // warp rotating), with two groups of 8 outputs per task (two MMA row blocks sharing the
+  // operand): half the tasks, so half the load rounds and task prologues of 8-output tasks.
+  {
+    const ActivationParams& ap = p.act;
+    const int half = warp / kHalfWarps, hw = warp % kHalfWarps;
+    const int blocks = static_cast<int>((N + kTaskOuts - 1) / kTaskOuts), tasks = topk * blocks;
+    const int kblocks = static_cast<int>((K + kKBlockValues - 1) / kKBlockValues);
+    const int sstep = scale_step<F>(p.w4_13);
+    int it = 0;
+    for (int task = static_cast<int>(blockIdx.x) * kHalves + half; task < tasks;
+         task += static_cast<int>(gridDim.x) * kHalves) {
+      const int s = task / blocks, ob = task - s * blocks;
+      const int e = expert[s];
+      if (e < 0) continue;  // the same for every warp of the half
+      const int buf = it & 1;
+      const bool epi = hw == (it % kHalfWarps) && lane < kTaskOuts;  // this task's epilogue lanes
+      ++it;
+      // The epilogue's inputs other than the sums, loaded before the weights.
+      const int64_t ne = static_cast<int64_t>(ob) * kTaskOuts + lane;
+      const int64_t er = static_cast<int64_t>(e) * ap.R;  // expert e's first GEMM1 row
+      float bg = 0.0f, bu = 0.0f, ds = 1.0f;
+      if (epi && ne < N) {
+        int64_t ge = 0, ue = 0;
+        gate_up_columns(ap, ne, ge, ue);
+        if (ap.bias) bg = ap.bias[er + ge], bu = ap.bias[er + ue];
+        ds = generic_factor(ap.dq, 0, e);  // no row factor: 16-bit activations
+      }
+      // Rows of output group j: gate / up rows of output ob * 16 + 8j + g (zeros past N).
+      const uint8_t* wg[kGroups];
+      const uint8_t* wu[kGroups];
+      const uint8_t* sg[kGroups];
+      const uint8_t* su[kGroups];
+      bool nok[kGroups];
+#pragma unroll
+      for (int j = 0; j < kGroups; ++j) {
+        const int64_t n = static_cast<int64_t>(ob) * kTaskOuts + j * kOuts + g;
+        nok[j] = n < N;
+        int64_t gi = 0, ui = 0;
+        if (nok[j]) gate_up_columns(ap, n, gi, ui);
+        wg[j] = p.w4_13.w + (er + gi) * hk + 16 * t;
+        wu[j] = p.w4_13.w + (er + ui) * hk + 16 * t;
+        sg[j] = scale_at<F>(p.w4_13, e, gi, first);
+        su[j] = scale_at<F>(p.w4_13, e, ui, first);
+      }
+      float c[kGroups][4] = {};
+      // The half's warps take interleaved k-blocks (hw, hw + 8, ...): every warp busy at K = 2048
+      // (16 k-blocks) and balanced at 2880 (23); kU of them per lane in one round.
+      for (int base = hw; base < kblocks; base += kHalfWarps * kU) {
+        uint4 wl[kU][kGroups], wh[kU][kGroups];
+        uint32_t rl[kU][kGroups], rh[kU][kGroups];
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int kb = base + u * kHalfWarps;
+          const bool kin = kb < kblocks && kb * kKBlockValues + 32 * t < K;
+#pragma unroll
+          for (int j = 0; j < kGroups; ++j) {
+            const bool in = kin && nok[j];
+            wl[u][j] = load16_stream(wg[j] + kb * kKBlockBytes, in);
+            wh[u][j] = load16_stream(wu[j] + kb * kKBlockBytes, in);
+            rl[u][j] = load_raw<F>(sg[j] + kb * sstep, in);
+            rh[u][j] = load_raw<F>(su[j] + kb * sstep, in);
+          }
+        }
+#pragma unroll
+        for (int u = 0; u < kU; ++u) {
+          const int kb = base + u * kHalfWarps;
+          if (kb >= kblocks) break;  // the same for the whole warp (mma.sync)
+          const int k0 = kb * kKBlockValues + 32 * t;
+          uint4 xv[4];
+#pragma unroll
+          for (int q = 0; q < 4; ++q) xv[q] = k0 < K ? ld_shared16(xs + 2 * k0 + 16 * q) : make_uint4(0, 0, 0, 0);
+          uint32_t bx[4][4];
+          permute_x(xv, bx);
+#pragma unroll
+          for (int j = 0; j < kGroups; ++j) mma_w4_kblock<F>(c[j], wl[u][j], wh[u][j], rl[u][j], rh[u][j], bx, table);
+        }
+      }
+      if (tid == 0 && !w2_issued) {  // after the first task's weight loads (see issue_w2)
+        issue_w2();
+        w2_issued = true;
+      }
+      // C fragment: c[j][0] = gate sum, c[j][2] = up sum of output ob * 16 + 8j + g (every column the same).
+      if (t == 0) {
+#pragma unroll
+        for (int j = 0; j < kGroups; ++j) {
+          part[half][buf][hw][0][j * kOuts + g] = c[j][0];
+          part[half][buf][hw][1][j * kOuts + g] = c[j][2];
+        }
+      }
+      half_barrier(half);
+      if (epi && ne < N) {
+        float gate = part[half][buf][0][0][lane], up = part[half][buf][0][1][lane];
+#pragma unroll
+        for (int w = 1; w < kHalfWarps; ++w) {
+          gate += part[half][buf][w][0][lane];
+          up += part[half][buf][w][1][lane];
+        }
+        // The mma kernel's D (sums x 2^kE2m1Shift, exact), then the activation kernel's steps.
+        ActivationRowStore st;
+        st.ds = ds;
+        st.scaled = true;  // GENERIC
+        st.store(ap, s, ne, gate * kOut, up * kOut, bg, bu);
+      }
+    }
+  }
+
+  if (tid == 0 && !w2_issued) issue_w2();
+  // Swizzled (or unaligned) W2 scales: the CTA's rows gathered into the linear copy.
+  if (!copy_scales) {
+    const int64_t per_slot = ncols * sb;
+    for (int64_t i = tid; i < topk * per_slot; i += kThreads) {
+      const int s = static_cast<int>(i / per_slot);
+      const int64_t r = (i % per_slot) / sb, b = i % sb;
+      if (expert[s] >= 0) w2sc[(s * cols + r) * sb + b] = *scale_at<F>(p.w4_2, expert[s], c0 + r, b);
+    }
+  }
+  // ---- 3. every slot's operand row is complete ----
+  if (tid < topk) factor[tid] = expert[tid] >= 0 ? generic_factor(p.fin.dq, 0, expert[tid]) : 1.0f;
+  __syncthreads();
+  cooperative_groups::this_grid().sync();
+
+  // ---- 4. GEMM2 of the CTA's columns from shared memory, then the top-k sum ----
+  // Units (slot, 16-column block, k part), two accumulator sets (even / odd k-blocks) as
+  // decode_layer.cu. Rows past ncols (the CTA's last partial block) repeat its last row; their
+  // sums are not used.
+  if (ncols > 0) {
+    mbar_wait(&w2_bar, 0);
+    const uint8_t* a2 = static_cast<const uint8_t*>(p.act.out);
+    const int64_t qs = (ncols + 15) / 16;
+    const int64_t kblocks = (N + kKBlockValues - 1) / kKBlockValues;
+    const int64_t pairs = topk * qs;
+    const int kparts = pairs * 4 <= kWarps ? 4 : pairs * 2 <= kWarps ? 2 : 1;
+    const int sstep = kKBlockValues / block_size<F>();
+    for (int64_t unit = warp; unit < pairs * kparts; unit += kWarps) {
+      const int64_t pair = unit / kparts;
+      const int kp = static_cast<int>(unit % kparts);
+      const int s = static_cast<int>(pair / qs);
+      const int64_t q = pair % qs;
+      if (expert[s] < 0) continue;
+      const int64_t r_lo = min(q * 16 + g, ncols - 1), r_hi = min(q * 16 + g + 8, ncols - 1);
+      const uint8_t* wlo = w2s + (s * cols + r_lo) * hn + 16 * t;
+      const uint8_t* whi = w2s + (s * cols + r_hi) * hn + 16 * t;
+      const uint8_t* slo = w2sc + (s * cols + r_lo) * sb + first;
+      const uint8_t* shi = w2sc + (s * cols + r_hi) * sb + first;
+      const uint8_t* ar = a2 + (s * N + 32 * t) * 2;
+      float c[2][4] = {};
+      // Compact code (2 k-blocks per step, no unrolled tail): it runs once per CTA.
+#pragma unroll 1
+      for (int64_t kb = kp * 2; kb < kblocks; kb += kparts * 2) {
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          const int64_t kbu = kb + u;
+          if (kbu >= kblocks) break;  // the same for the whole warp
+          const bool in = kbu * kKBlockValues + 32 * t < N;
+          const uint4 zero = make_uint4(0, 0, 0, 0);
+          const uint4 wl = in ? ld_shared16(wlo + kbu * kKBlockBytes) : zero;
+          const uint4 wh = in ? ld_shared16(whi + kbu * kKBlockBytes) : zero;
+          uint32_t rl = 0, rh = 0;
+          if (in) {
+            if constexpr (F == kMx) rl = slo[kbu * sstep], rh = shi[kbu * sstep];
+            else rl = slo[kbu * sstep] | (slo[kbu * sstep + 1] << 8), rh = shi[kbu * sstep] | (shi[kbu * sstep + 1] << 8);
+          }
+          uint4 xv[4];
+#pragma unroll
+          for (int j = 0; j < 4; ++j) xv[j] = in ? ld_l2_16(ar + kbu * kKBlockValues * 2 + 16 * j) : zero;
+          uint32_t bx[4][4];
+          permute_x(xv, bx);
+          mma_w4_kblock<F>(c[u], wl, wh, rl, rh, bx, table);
+        }
+      }
+      if (t == 0) {
+        ys[kp][s][q * 16 + g] = (c[0][0] + c[1][0]) * kOut;
+        ys[kp][s][q * 16 + g + 8] = (c[0][2] + c[1][2]) * kOut;
+      }
+    }
+    __syncthreads();
+    for (int64_t j = tid; j < ncols; j += kThreads) {
+      float out = 0.0f;
+#pragma unroll 1
+      for (int s = 0; s < topk; ++s) {
+        if (expert[s] < 0) continue;
+        float y = ys[0][s][j];
+        for (int kp = 1; kp < kparts; ++kp) y += ys[kp][s][j];
+        out = add_slot_loaded(p.fin, out, y, weight[s], factor[s], 1.0f, p.fin.bias ? bias2[s * cols + j] : 0.0f);
+      }
+      store_from_float(p.fin.out, p.fin.out_dtype, c0 + j, out);
+    }
+  }
+  __syncthreads();
+}
+
+template <int kU>
+void launch_w4(bool mx, const DecodeLayerParams& p, int64_t cols, int64_t smem, cudaStream_t stream) {
+  if (mx) launch_cooperative<decode_layer_w4_kernel<kMx, kU>>(p, cols, smem, stream);
+  else launch_cooperative<decode_layer_w4_kernel<kNv, kU>>(p, cols, smem, stream);
+}
+
+}  // namespace
+
+int64_t decode_layer_w4_cols(int64_t K, int sm_count) {
+  if (sm_count <= 0) return 0;
+  const int64_t per = (K + sm_count - 1) / sm_count;
+  return (per + 7) / 8 * 8;  // whole 16-byte runs of bias; one MMA row block may be half used
+}
+
+int64_t decode_layer_w4_smem_bytes(const DecodeLayerParams& p) {
+  // W2 slices (packed), their block scales, x (bf16), the GEMM2 bias of the columns (fp32).
+  const int64_t K = p.gather.K, N = p.act.N, topk = p.gather.topk;
+  const int64_t cols = decode_layer_w4_cols(K, p.sm_count);
+  return topk * cols * (N / 2) + round16(topk * cols * scale_row_bytes(p.w4_2.format, N)) + 2 * K + topk * cols * 4;
+}
+
+bool decode_layer_w4_applies(const DecodeLayerParams& p) {
+  const GatherParams& gp = p.gather;
+  const ActivationParams& ap = p.act;
+  const FinalizeParams& fp = p.fin;
+  if (!p.w4) return false;
+  const Format f = p.w4_13.format;
+  if ((f != Format::MXFP4 && f != Format::NVFP4) || p.w4_2.format != f) return false;
+  // 16-bit activations: bf16 operands without quantisation; the GENERIC factors have no
+  // per-row or per-expert activation scale (fp8 / nvfp4 activations keep the chain).
+  if (gp.op != Operand::BF16 || ap.op != Operand::BF16 || gp.quant != Fp8Quant::NONE || ap.quant != Fp8Quant::NONE)
+    return false;
+  for (const Dequant* d : {&ap.dq, &fp.dq})
+    if (d->kind != Dequant::GENERIC || d->a_row || d->a_expert) return false;
+  if (fp.M != 1 || gp.topk < 1 || gp.topk > kDecodeLayerMaxTopk || fp.topk != gp.topk) return false;
+  if (gp.on_input || fp.on_input) return false;
+  if (gp.x_dtype != DType::F32 && gp.x_dtype != DType::F16 && gp.x_dtype != DType::BF16) return false;
+  if (ap.act == Activation::RELU2 || ap.R != 2 * ap.N || ap.N <= 0) return false;
+  const int64_t K = gp.K, N = ap.N;
+  if (K <= 0 || K % 32 != 0 || N % 32 != 0 || fp.K != K) return false;
+  if (p.w4_13.n != ap.R || p.w4_13.k != K || p.w4_2.n != K || p.w4_2.k != N) return false;
+  if (!p.w4_13.w || !p.w4_2.w || !p.w4_13.scale || !p.w4_2.scale) return false;
+  if (!aligned16(gp.x) || !aligned16(p.w4_13.w) || !aligned16(p.w4_2.w) || !aligned16(ap.out) || !aligned16(fp.bias))
+    return false;
+  if (p.sm_count <= 0 || decode_layer_w4_cols(K, p.sm_count) > kMaxCols) return false;
+  return decode_layer_w4_smem_bytes(p) <= kMaxDynSmem;
+}
+
+void launch_decode_layer_w4(const DecodeLayerParams& p, cudaStream_t stream) {
+  if (!decode_layer_w4_applies(p))
+    throw Error("one-token 4-bit layer kernel: the call is not one decode_layer_w4_applies() accepts (K = " +
+                std::to_string(p.gather.K) + ", N = " + std::to_string(p.act.N) + ", topk " +
+                std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
+  const int64_t cols = decode_layer_w4_cols(p.gather.K, p.sm_count), smem = decode_layer_w4_smem_bytes(p);
+  const int64_t kblocks = (p.gather.K + kKBlockValues - 1) / kKBlockValues, u = (kblocks + kHalfWarps - 1) / kHalfWarps;
+  const bool mx = p.w4_13.format == Format::MXFP4;
+  if (u <= 2) launch_w4<2>(mx, p, cols, smem, stream);
+  else if (u == 3) launch_w4<3>(mx, p, cols, smem, stream);
+  else launch_w4<4>(mx, p, cols, smem, stream);
+}
+
+}  // namespace fusedmoe::cuda
