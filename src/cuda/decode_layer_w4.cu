@@ -9,16 +9,24 @@
 //  2. GEMM1 + activation over (slot, 8 outputs) tasks, two at a time per CTA (halves of 8 warps
 //     splitting k, each lane 32 values = 16 packed bytes of a gate and an up row per 128-wide
 //     k-block, decoded in registers to exact bf16 products and multiplied with mma.sync m16n8k16,
-//     the gate / up rows of output g the MMA rows g / g + 8); the sums x 2^kE2m1Shift (the mma
-//     kernel's D), the GENERIC factor (NVFP4: the expert's global scale), bias, activation and
-//     rounding as the activation kernel (ActivationRowStore), stored as bf16 into GEMM2's operand
-//     [topk, N]; after its first task thread 0 bulk-copies the CTA's W2 slice (packed rows of its
-//     output columns, their block scales where the layout allows a copy, the GEMM2 bias) into
-//     shared memory;
+//     the gate / up rows of output g the MMA rows g / g + 8), software-pipelined: a task's loads
+//     are issued before the previous task's decode; the sums x 2^kE2m1Shift (the mma kernel's D),
+//     the GENERIC factor (NVFP4: the expert's global scale), bias, activation and rounding as the
+//     activation kernel (ActivationRowStore), stored as bf16 into GEMM2's operand [topk, N] in the
+//     MMA's B-register order (mma_order; x in shared memory too: no permutes in the MMA loops);
+//     after its first task thread 0 bulk-copies the CTA's W2 slice (packed rows of its output
+//     columns, their block scales where the layout allows a copy, the GEMM2 bias) into shared
+//     memory;
 //  3. (scales in the swizzled layout: the CTA's threads gather them) a grid-wide barrier;
 //  4. GEMM2 of the CTA's columns from shared memory against each slot's operand row (read at L2),
 //     x 2^kE2m1Shift, then the top-k sum in slot order with finalize's add_slot terms.
 // Every product is the oracle's (exact bf16 values); sums fp32 in the MMA's order (deterministic).
+//
+// Where the time goes (H100, globaltimer stamps per CTA, bench/results/2026-11-26-h100-decode-layer-w4):
+// the kernel is bound by instruction issue, not by HBM (ncu: DRAM 22-29% of peak, ~1.2 warp
+// instructions per cycle per SM): the e2m1 decode is ~5 instructions per bf16 pair (2 shifts, 2
+// LOP3, HMUL2) for one token's MMA, so GEMM1 of Qwen3-30B-A3B issues ~25K warp instructions per SM
+// and GEMM2 of gpt-oss-120b (its 24-column slices in 16-row MMA blocks) ~10 us after the barrier.
 #include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -48,8 +56,11 @@ using small_m::load16_stream;
 
 constexpr int kKBlockValues = 128;  // k values of a k-block: 4 lanes x 32
 constexpr int kKBlockBytes = 64;    // packed bytes of a row per k-block
-constexpr int kGroups = 1;          // groups of 8 activation outputs per GEMM1 task
-constexpr int kTaskOuts = kGroups * kOuts;
+
+// Position of operand element k in the MMA's B-register order: each 8 values k0..k7 stored as
+// the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) that decode_word's weight pairs meet (permute_b), so
+// the MMA loops load B registers without permuting.
+__device__ __forceinline__ int64_t mma_order(int64_t k) { return (k & ~int64_t{7}) | ((k & 3) << 1) | ((k >> 2) & 1); }
 
 template <int F>
 constexpr int block_size() {
@@ -85,12 +96,6 @@ __device__ __forceinline__ uint32_t load_raw(const uint8_t* q, bool ok) {
   else return __ldg(reinterpret_cast<const uint16_t*>(q));
 }
 
-// The lane's 32 operand values of a k-block (4 x 8 bf16) as the B registers of its 8 MMA steps.
-__device__ __forceinline__ void permute_x(const uint4 (&x)[4], uint32_t (&b)[4][4]) {
-#pragma unroll
-  for (int q = 0; q < 4; ++q) permute_b(x[q], b[q]);
-}
-
 // c += (16 rows: lo = rows g, hi = rows g + 8) x (the lane's 32 operand values) over one k-block:
 // 4 packed words per row, each decoded to 4 bf16 pairs and multiplied in two k16 MMA steps.
 template <int F>
@@ -122,7 +127,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   __shared__ uint32_t table[256];  // scale code -> decode_word's bf16x2 multiplier
   __shared__ int32_t expert[kMaxSlots];
   __shared__ float weight[kMaxSlots], factor[kMaxSlots];
-  __shared__ float part[kHalves][2][kHalfWarps][2][kTaskOuts];  // each warp's gate / up sums, by task parity
+  __shared__ float part[kHalves][2][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by task parity
   __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
   constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
 
@@ -147,7 +152,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   for (int64_t l = tid; l < K / 8; l += kThreads) {
     float v[8];
     load8_as_float(p.gather.x, p.gather.x_dtype, l * 8, v);
-    store8_operand16(xs, Operand::BF16, l * 8, v);
+    const float perm[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};  // mma_order
+    store8_operand16(xs, Operand::BF16, l * 8, perm);
   }
   if (tid < topk) {
     expert[tid] = local_expert(p.ids, p.expert_map, tid, p.num_experts, p.num_global);
@@ -181,98 +187,113 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   };
   bool w2_issued = false;
 
-  // ---- 2. GEMM1 + activation: tasks (slot, 16 outputs), one per CTA half at a time ----
+  // ---- 2. GEMM1 + activation: tasks (slot, 8 outputs), one per CTA half at a time ----
   // As decode_layer.cu (one half barrier per task, partial sums double-buffered, the epilogue
-  // warp rotating), with two groups of 8 outputs per task (two MMA row blocks sharing the
-  // operand): half the tasks, so half the load rounds and task prologues of 8-output tasks.
+  // warp rotating), and software-pipelined: a task's weight loads are issued before the previous
+  // task's decode and MMAs (two register sets, A and B), since at one token the decode costs as
+  // much time as the loads' latency.
   {
     const ActivationParams& ap = p.act;
     const int half = warp / kHalfWarps, hw = warp % kHalfWarps;
-    const int blocks = static_cast<int>((N + kTaskOuts - 1) / kTaskOuts), tasks = topk * blocks;
+    const int blocks = static_cast<int>((N + kOuts - 1) / kOuts), tasks = topk * blocks;
     const int kblocks = static_cast<int>((K + kKBlockValues - 1) / kKBlockValues);
     const int sstep = scale_step<F>(p.w4_13);
-    int it = 0;
-    for (int task = static_cast<int>(blockIdx.x) * kHalves + half; task < tasks;
-         task += static_cast<int>(gridDim.x) * kHalves) {
-      const int s = task / blocks, ob = task - s * blocks;
-      const int e = expert[s];
-      if (e < 0) continue;  // the same for every warp of the half
-      const int buf = it & 1;
-      const bool epi = hw == (it % kHalfWarps) && lane < kTaskOuts;  // this task's epilogue lanes
-      ++it;
-      // The epilogue's inputs other than the sums, loaded before the weights.
-      const int64_t ne = static_cast<int64_t>(ob) * kTaskOuts + lane;
+    const int stride = static_cast<int>(gridDim.x) * kHalves;
+    // One task's state: its first round of weight / scale loads (k-blocks hw + 8u, u < kU) and
+    // the epilogue inputs.
+    struct Job {
+      uint4 wl[kU], wh[kU];
+      uint32_t rl[kU], rh[kU];
+      const uint8_t* wg;
+      const uint8_t* wu;
+      const uint8_t* sg;
+      const uint8_t* su;
+      float bg, bu, ds;
+      int s, ob;
+      bool nok;
+    };
+    auto next_task = [&](int task) {  // the first task from `task` on whose slot has an expert
+      while (task < tasks && expert[task / blocks] < 0) task += stride;
+      return task;
+    };
+    // Loads of k-blocks base + 8u of a job's rows.
+    auto load_round = [&](Job& j, int base) {
+#pragma unroll
+      for (int u = 0; u < kU; ++u) {
+        const int kb = base + u * kHalfWarps;
+        const bool in = kb < kblocks && kb * kKBlockValues + 32 * t < K && j.nok;
+        j.wl[u] = load16_stream(j.wg + kb * kKBlockBytes, in);
+        j.wh[u] = load16_stream(j.wu + kb * kKBlockBytes, in);
+        j.rl[u] = load_raw<F>(j.sg + kb * sstep, in);
+        j.rh[u] = load_raw<F>(j.su + kb * sstep, in);
+      }
+    };
+    auto issue = [&](int task, Job& j) {
+      j.s = task / blocks;
+      j.ob = task - j.s * blocks;
+      const int e = expert[j.s];
       const int64_t er = static_cast<int64_t>(e) * ap.R;  // expert e's first GEMM1 row
-      float bg = 0.0f, bu = 0.0f, ds = 1.0f;
-      if (epi && ne < N) {
+      // The epilogue's inputs other than the sums (epilogue lanes: see finish).
+      const int64_t ne = static_cast<int64_t>(j.ob) * kOuts + lane;
+      j.bg = j.bu = 0.0f;
+      j.ds = 1.0f;
+      if (lane < kOuts && ne < N) {
         int64_t ge = 0, ue = 0;
         gate_up_columns(ap, ne, ge, ue);
-        if (ap.bias) bg = ap.bias[er + ge], bu = ap.bias[er + ue];
-        ds = generic_factor(ap.dq, 0, e);  // no row factor: 16-bit activations
+        if (ap.bias) j.bg = ap.bias[er + ge], j.bu = ap.bias[er + ue];
+        j.ds = generic_factor(ap.dq, 0, e);  // no row factor: 16-bit activations
       }
-      // Rows of output group j: gate / up rows of output ob * 16 + 8j + g (zeros past N).
-      const uint8_t* wg[kGroups];
-      const uint8_t* wu[kGroups];
-      const uint8_t* sg[kGroups];
-      const uint8_t* su[kGroups];
-      bool nok[kGroups];
+      // The gate / up rows of output ob * 8 + g (zeros past N).
+      const int64_t n = static_cast<int64_t>(j.ob) * kOuts + g;
+      j.nok = n < N;
+      int64_t gi = 0, ui = 0;
+      if (j.nok) gate_up_columns(ap, n, gi, ui);
+      j.wg = p.w4_13.w + (er + gi) * hk + 16 * t;
+      j.wu = p.w4_13.w + (er + ui) * hk + 16 * t;
+      j.sg = scale_at<F>(p.w4_13, e, gi, first);
+      j.su = scale_at<F>(p.w4_13, e, ui, first);
+      load_round(j, hw);
+    };
+    // The MMAs of the round in j (k-blocks base + 8u); x in shared memory already in the MMA's
+    // B-register order.
+    auto mma_round = [&](const Job& j, int base, float (&c)[4]) {
 #pragma unroll
-      for (int j = 0; j < kGroups; ++j) {
-        const int64_t n = static_cast<int64_t>(ob) * kTaskOuts + j * kOuts + g;
-        nok[j] = n < N;
-        int64_t gi = 0, ui = 0;
-        if (nok[j]) gate_up_columns(ap, n, gi, ui);
-        wg[j] = p.w4_13.w + (er + gi) * hk + 16 * t;
-        wu[j] = p.w4_13.w + (er + ui) * hk + 16 * t;
-        sg[j] = scale_at<F>(p.w4_13, e, gi, first);
-        su[j] = scale_at<F>(p.w4_13, e, ui, first);
+      for (int u = 0; u < kU; ++u) {
+        const int kb = base + u * kHalfWarps;
+        if (kb >= kblocks) break;  // the same for the whole warp (mma.sync)
+        const int k0 = kb * kKBlockValues + 32 * t;
+        uint32_t bx[4][4];
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const uint4 v = k0 < K ? ld_shared16(xs + 2 * k0 + 16 * q) : make_uint4(0, 0, 0, 0);
+          bx[q][0] = v.x, bx[q][1] = v.y, bx[q][2] = v.z, bx[q][3] = v.w;
+        }
+        mma_w4_kblock<F>(c, j.wl[u], j.wh[u], j.rl[u], j.rh[u], bx, table);
       }
-      float c[kGroups][4] = {};
-      // The half's warps take interleaved k-blocks (hw, hw + 8, ...): every warp busy at K = 2048
-      // (16 k-blocks) and balanced at 2880 (23); kU of them per lane in one round.
-      for (int base = hw; base < kblocks; base += kHalfWarps * kU) {
-        uint4 wl[kU][kGroups], wh[kU][kGroups];
-        uint32_t rl[kU][kGroups], rh[kU][kGroups];
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          const int kb = base + u * kHalfWarps;
-          const bool kin = kb < kblocks && kb * kKBlockValues + 32 * t < K;
-#pragma unroll
-          for (int j = 0; j < kGroups; ++j) {
-            const bool in = kin && nok[j];
-            wl[u][j] = load16_stream(wg[j] + kb * kKBlockBytes, in);
-            wh[u][j] = load16_stream(wu[j] + kb * kKBlockBytes, in);
-            rl[u][j] = load_raw<F>(sg[j] + kb * sstep, in);
-            rh[u][j] = load_raw<F>(su[j] + kb * sstep, in);
-          }
-        }
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-          const int kb = base + u * kHalfWarps;
-          if (kb >= kblocks) break;  // the same for the whole warp (mma.sync)
-          const int k0 = kb * kKBlockValues + 32 * t;
-          uint4 xv[4];
-#pragma unroll
-          for (int q = 0; q < 4; ++q) xv[q] = k0 < K ? ld_shared16(xs + 2 * k0 + 16 * q) : make_uint4(0, 0, 0, 0);
-          uint32_t bx[4][4];
-          permute_x(xv, bx);
-#pragma unroll
-          for (int j = 0; j < kGroups; ++j) mma_w4_kblock<F>(c[j], wl[u][j], wh[u][j], rl[u][j], rh[u][j], bx, table);
-        }
+    };
+    int it = 0;
+    auto finish = [&](Job& j) {
+      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      mma_round(j, hw, c);
+      // K > 8 * kU k-blocks (K > 4096 at kU = 4): the further rounds unpipelined.
+      for (int base = hw + kHalfWarps * kU; base < kblocks; base += kHalfWarps * kU) {
+        load_round(j, base);
+        mma_round(j, base, c);
       }
       if (tid == 0 && !w2_issued) {  // after the first task's weight loads (see issue_w2)
         issue_w2();
         w2_issued = true;
       }
-      // C fragment: c[j][0] = gate sum, c[j][2] = up sum of output ob * 16 + 8j + g (every column the same).
+      const int buf = it & 1;
+      const bool epi = hw == (it % kHalfWarps) && lane < kOuts;  // this task's epilogue lanes
+      ++it;
+      // C fragment: c[0] = gate sum, c[2] = up sum of output ob * 8 + g (every column the same).
       if (t == 0) {
-#pragma unroll
-        for (int j = 0; j < kGroups; ++j) {
-          part[half][buf][hw][0][j * kOuts + g] = c[j][0];
-          part[half][buf][hw][1][j * kOuts + g] = c[j][2];
-        }
+        part[half][buf][hw][0][g] = c[0];
+        part[half][buf][hw][1][g] = c[2];
       }
       half_barrier(half);
+      const int64_t ne = static_cast<int64_t>(j.ob) * kOuts + lane;
       if (epi && ne < N) {
         float gate = part[half][buf][0][0][lane], up = part[half][buf][0][1][lane];
 #pragma unroll
@@ -280,12 +301,28 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
           gate += part[half][buf][w][0][lane];
           up += part[half][buf][w][1][lane];
         }
-        // The mma kernel's D (sums x 2^kE2m1Shift, exact), then the activation kernel's steps.
+        // The mma kernel's D (sums x 2^kE2m1Shift, exact), then the activation kernel's steps,
+        // stored at its place in GEMM2's B-register order (see x above).
         ActivationRowStore st;
-        st.ds = ds;
+        st.ds = j.ds;
         st.scaled = true;  // GENERIC
-        st.store(ap, s, ne, gate * kOut, up * kOut, bg, bu);
+        const float v = st.value(ap, gate * kOut, up * kOut, j.bg, j.bu);
+        static_cast<__nv_bfloat16*>(ap.out)[j.s * N + mma_order(ne)] = __float2bfloat16_rn(v);
       }
+    };
+    Job A, B;
+    int task = next_task(static_cast<int>(blockIdx.x) * kHalves + half);
+    if (task < tasks) issue(task, A);
+    while (task < tasks) {
+      int nt = next_task(task + stride);
+      if (nt < tasks) issue(nt, B);
+      finish(A);
+      task = nt;
+      if (task >= tasks) break;
+      nt = next_task(task + stride);
+      if (nt < tasks) issue(nt, A);
+      finish(B);
+      task = nt;
     }
   }
 
@@ -345,11 +382,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
             if constexpr (F == kMx) rl = slo[kbu * sstep], rh = shi[kbu * sstep];
             else rl = slo[kbu * sstep] | (slo[kbu * sstep + 1] << 8), rh = shi[kbu * sstep] | (shi[kbu * sstep + 1] << 8);
           }
-          uint4 xv[4];
+          uint32_t bx[4][4];  // the operand row is stored in the B-register order (mma_order)
 #pragma unroll
-          for (int j = 0; j < 4; ++j) xv[j] = in ? ld_l2_16(ar + kbu * kKBlockValues * 2 + 16 * j) : zero;
-          uint32_t bx[4][4];
-          permute_x(xv, bx);
+          for (int j = 0; j < 4; ++j) {
+            const uint4 v = in ? ld_l2_16(ar + kbu * kKBlockValues * 2 + 16 * j) : zero;
+            bx[j][0] = v.x, bx[j][1] = v.y, bx[j][2] = v.z, bx[j][3] = v.w;
+          }
           mma_w4_kblock<F>(c[u], wl, wh, rl, rh, bx, table);
         }
       }

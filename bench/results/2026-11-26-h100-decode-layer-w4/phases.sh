@@ -4,6 +4,6 @@ set -u
 mkdir -p .devcarry && tar xzf .devcarry/pack/bins.tgz -C .devcarry
 R=$OUT/ph; mkdir -p $R; B=$PWD/.devcarry/bin_dbg
 for PF in qwen3-30b-a3b-tp1:mxfp4 gpt-oss-120b:mxfp4; do P=${PF%%:*}; F=${PF##*:}
-  FMOE_DEBUG_DECODE=1 timeout 60 $B/fusedmoe-bench --preset $P --m 1 --formats $F --no-ceilings --stage-runs 0 --check-tokens 1 --max-reps 40 --graph-max-m 0 --out-dir /tmp/b > $R/${P}_$F.log 2>&1
+  FMOE_DEBUG_DECODE=1 timeout 60 $B/fusedmoe-bench --preset $P --m 1 --formats $F --no-ceilings --stage-runs 0 --check-tokens 1 --max-reps 35 --graph-max-m 0 --out-dir /tmp/b > $R/${P}_$F.log 2>&1
   echo "$P $F rc=$?"; grep -c phases $R/${P}_$F.log
 done
