@@ -108,8 +108,8 @@ __device__ __forceinline__ void mma_w4_kblock(float (&c)[4], const uint4& lo, co
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     uint32_t pl[4], ph[4];
-    decode_word<F>(q == 0 ? lo.x : q == 1 ? lo.y : q == 2 ? lo.z : lo.w, s_lo[q >> 1], false, pl);
-    decode_word<F>(q == 0 ? hi.x : q == 1 ? hi.y : q == 2 ? hi.z : hi.w, s_hi[q >> 1], false, ph);
+    decode_word<F, true>(q == 0 ? lo.x : q == 1 ? lo.y : q == 2 ? lo.z : lo.w, s_lo[q >> 1], false, pl);
+    decode_word<F, true>(q == 0 ? hi.x : q == 1 ? hi.y : q == 2 ? hi.z : hi.w, s_hi[q >> 1], false, ph);
     const uint32_t a0[4] = {pl[0], ph[0], pl[1], ph[1]};
     const uint32_t a1[4] = {pl[2], ph[2], pl[3], ph[3]};
     mma16816<F>(c, a0, b[q][0], b[q][1]);

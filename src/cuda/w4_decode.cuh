@@ -58,7 +58,8 @@ __device__ __forceinline__ uint32_t scale_bits(uint32_t raw) {
 // 16-bit values:
 //   int4: q exactly (fp16); the group scale is applied to the fp32 sums (by the kernel).
 //   e2m1: value x s2, s2 = block scale x 2^(126 - kE2m1Shift) (scale_bits).
-template <int F>
+// kMul: the e2m1 placement by mask, multiply, mask instead of shifts and masks (same bits).
+template <int F, bool kMul = false>
 __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b8, uint32_t (&p)[4]) {
   if constexpr (F == kInt4) {
     if (!uint4b8) w ^= 0x88888888u;  // two's complement q -> q + 8
@@ -70,9 +71,29 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b
       p[i] = *reinterpret_cast<uint32_t*>(&r);
     }
   } else {
-    constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
-    const uint32_t raw[4] = {((w << 6) & kMag) | ((w << 12) & kSign), ((w << 2) & kMag) | ((w << 8) & kSign),
-                             ((w >> 2) & kMag) | ((w << 4) & kSign), ((w >> 6) & kMag) | (w & kSign)};
+    uint32_t raw[4];
+    if constexpr (kMul) {
+      // Pair (k_j, k_j+4): nibbles j and j + 4 masked out, then one multiply places each nibble
+      // twice (x * (2^a + 2^b) = x << a | x << b: the copies' bit ranges are disjoint, no
+      // carries), and one mask keeps the exponent / mantissa bits of the first copy (bits 8..6)
+      // and the sign of the second (bit 15) in both halves: three instructions per pair where the
+      // shift form takes four (two shifts, two masks); the same bits for every word (checked over
+      // all 2^32 words). Faster in the one-token kernel (0.97-0.99x the layer time), slower in
+      // the mma kernel at 8 / 64 tokens on gpt-oss-120b mxfp4 (1.016 / 1.033; H100,
+      // bench/results/2026-11-26-h100-decode-layer-w4 r6), which keeps the shift form.
+      constexpr uint32_t kKeep = 0x81C081C0u;  // bit 15, bits 8..6 of each half
+      const uint32_t w8 = w >> 8;              // nibbles 2, 3, 6, 7 where 0, 1, 4, 5 were
+      raw[0] = ((w & 0x000F000Fu) * 0x1040u) & kKeep;
+      raw[1] = ((w & 0x00F000F0u) * 0x104u) & kKeep;
+      raw[2] = ((w8 & 0x000F000Fu) * 0x1040u) & kKeep;
+      raw[3] = ((w8 & 0x00F000F0u) * 0x104u) & kKeep;
+    } else {
+      constexpr uint32_t kMag = 0x01C001C0u, kSign = 0x80008000u;
+      raw[0] = ((w << 6) & kMag) | ((w << 12) & kSign);
+      raw[1] = ((w << 2) & kMag) | ((w << 8) & kSign);
+      raw[2] = ((w >> 2) & kMag) | ((w << 4) & kSign);
+      raw[3] = ((w >> 6) & kMag) | (w & kSign);
+    }
 #pragma unroll
     for (int i = 0; i < 4; ++i) p[i] = bf16x2_mul(raw[i], s2);
   }

@@ -112,7 +112,10 @@ __device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows
 __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel) {
   const uint32_t y = prmt(word, 0u, sel);   // the byte alone
   const uint32_t s = y * 4097u;              // low code at bits 0..3, high code at bits 16..19
-  return ((s << 6) & 0x01C001C0u) | ((s << 12) & 0x80008000u);
+  // decode_word<F, true>'s placement (w4_decode.cuh): both codes masked, one multiply, one mask
+  // (the shift form took 6 instructions with the prmt and the spread: M = 4096 0.98-1.00x the
+  // layer time, H100, bench/results/2026-11-26-h100-decode-layer-w4 r6).
+  return ((s & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
 }
 
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x

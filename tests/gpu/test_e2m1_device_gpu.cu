@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "cuda/device_utils.cuh"
+#include "cuda/w4_decode.cuh"
 #include "fusedmoe/codecs.hpp"
 #include "gpu/gpu_test_util.hpp"
 
@@ -56,6 +57,35 @@ TEST(E2m1Device, ValuesAndCodesMatchTheCpuCodec) {
   for (uint32_t c = 0; c < 16; ++c)
     EXPECT_EQ(bits(values[c]), bits(e2m1_to_float(static_cast<uint8_t>(c)))) << "code " << c;
   for (int i = 0; i < n; ++i) EXPECT_EQ(codes[i], float_to_e2m1(x[i])) << "x = " << x[i];
+}
+
+// The two e2m1 -> bf16 placements of decode_word (shifts and masks; mask, multiply, mask) over
+// every 32-bit word, with a scale multiplier of 1 x 2^(126 - kE2m1Shift) (mxfp4 code 127): the
+// count of words whose four pairs differ.
+__global__ void decode_forms_kernel(unsigned long long* mismatches) {
+  const uint32_t s2 = cuda::w4::scale_bits<cuda::w4::kMx>(127u);
+  unsigned long long bad = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    uint32_t a[4], b[4];
+    cuda::w4::decode_word<cuda::w4::kMx, false>(static_cast<uint32_t>(i), s2, false, a);
+    cuda::w4::decode_word<cuda::w4::kMx, true>(static_cast<uint32_t>(i), s2, false, b);
+    for (int j = 0; j < 4; ++j) bad += a[j] != b[j];
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+TEST(E2m1Device, DecodeWordFormsAgreeOnEveryWord) {
+  FMOE_REQUIRE_GPU();
+  DeviceBuffer bad(8);
+  const unsigned long long zero = 0;
+  bad.upload(&zero, 8);
+  decode_forms_kernel<<<1024, 256>>>(static_cast<unsigned long long*>(bad.get()));
+  FMOE_CUDA(cudaGetLastError());
+  FMOE_CUDA(cudaDeviceSynchronize());
+  unsigned long long n = 1;
+  bad.download(&n, 8);
+  EXPECT_EQ(n, 0u);
 }
 
 }  // namespace
