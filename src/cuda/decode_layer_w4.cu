@@ -56,6 +56,7 @@ using small_m::load16_stream;
 
 constexpr int kKBlockValues = 128;  // k values of a k-block: 4 lanes x 32
 constexpr int kKBlockBytes = 64;    // packed bytes of a row per k-block
+constexpr int kMaxW4Cols = 32;      // output columns per CTA (rounded up to 16)
 
 // Position of operand element k in the MMA's B-register order: each 8 values k0..k7 stored as
 // the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) that decode_word's weight pairs meet (permute_b), so
@@ -128,7 +129,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   __shared__ int32_t expert[kMaxSlots];
   __shared__ float weight[kMaxSlots], factor[kMaxSlots];
   __shared__ float part[kHalves][2][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by task parity
-  __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
+  // GEMM2 sums of the CTA's columns by k part. 4 KB (at most 32 columns: K <= 4224 on 132 SMs):
+  // with the fp8 kernel's [4][8][128] (16 KB) gpt-oss-120b mxfp4 needed the 196 KB shared-memory
+  // configuration instead of 164 (L1 60 KB instead of 92; 0.990x the layer time with 92). L1 holds
+  // the block-scale loads: GEMM2's operand rows copied to shared memory (+23 KB, L1 28 KB) made
+  // gpt-oss 1.05-1.15x slower (H100, bench/results/2026-11-26-h100-decode-layer-w4 r8 / r9).
+  __shared__ float ys[4][kMaxSlots][kMaxW4Cols];
   constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
 
   const int topk = static_cast<int>(p.gather.topk);
@@ -456,7 +462,7 @@ bool decode_layer_w4_applies(const DecodeLayerParams& p) {
   if (!p.w4_13.w || !p.w4_2.w || !p.w4_13.scale || !p.w4_2.scale) return false;
   if (!aligned16(gp.x) || !aligned16(p.w4_13.w) || !aligned16(p.w4_2.w) || !aligned16(ap.out) || !aligned16(fp.bias))
     return false;
-  if (p.sm_count <= 0 || decode_layer_w4_cols(K, p.sm_count) > kMaxCols) return false;
+  if (p.sm_count <= 0 || (decode_layer_w4_cols(K, p.sm_count) + 15) / 16 * 16 > kMaxW4Cols) return false;
   return decode_layer_w4_smem_bytes(p) <= kMaxDynSmem;
 }
 

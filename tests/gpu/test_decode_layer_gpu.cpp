@@ -69,7 +69,7 @@ void expect_shape_fits(const Case& c) {
     p.gather.topk = c.topk;
     p.sm_count = sms;
     p.w4_2.format = c.format;
-    EXPECT_LE(cuda::decode_layer_w4_cols(c.K, sms), 128);
+    EXPECT_LE(cuda::decode_layer_w4_cols(c.K, sms), 32);
     EXPECT_LE(cuda::decode_layer_w4_smem_bytes(p), 203 * 1024) << describe(c);
     return;
   }
