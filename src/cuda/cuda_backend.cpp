@@ -542,7 +542,8 @@ class CudaBackend final : public BackendImpl {
     // ---- one token on small experts (fp8-tensor, fp8-block, fp8-channel; static or dynamic
     // scales): the whole layer in one kernel (decode_layer.cu) ----
     // Its time is the GEMM1 stage of run_timed(); the other stages read 0.
-    // MXFP4 / NVFP4 with 16-bit activations: the same in decode_layer_w4.cu.
+    // 4-bit weights (MXFP4 / NVFP4 with bf16 activations, MXFP4 with fp8 activations, W4A8): the
+    // same in decode_layer_w4.cu.
     if (M == 1 && args.hidden_states.dtype != DType::F8_E4M3) {
       DecodeLayerParams dl;
       dl.ids = ids;

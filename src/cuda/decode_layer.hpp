@@ -34,8 +34,9 @@ struct DecodeLayerParams {
   const float* w13_scale = nullptr;
   const float* w2_scale = nullptr;
   float* stage = nullptr;
-  // MXFP4 / NVFP4 weights with 16-bit activations (decode_layer_w4.cu): the packed weights and
-  // block scales of both GEMMs (w13 / w2 above unused); GEMM1 / GEMM2 dequant GENERIC.
+  // 4-bit weights (decode_layer_w4.cu: MXFP4 / NVFP4 with bf16 activations, MXFP4 with per-token
+  // fp8 activations, W4A8): the packed weights and scales of both GEMMs (w13 / w2 above unused);
+  // GEMM1 / GEMM2 dequant GENERIC; fp8 activations: `stage` as for fp8-channel.
   bool w4 = false;
   W4Weights w4_13, w4_2;
   int sm_count = 0;
@@ -55,7 +56,8 @@ int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count
 // activation (R = 2N); K and N multiples of 16; 16-byte aligned weights, x, operand buffer and
 // GEMM2 bias; and the W2 slices within shared memory.
 bool decode_layer_applies(const DecodeLayerParams& p);
-// The same for the 4-bit kernel (decode_layer_w4.cu): MXFP4 / NVFP4 weights, bf16 activations.
+// The same for the 4-bit kernel (decode_layer_w4.cu): MXFP4 / NVFP4 weights with bf16 activations,
+// MXFP4 with per-token fp8 activations, W4A8 (int4, fp8 activations).
 int64_t decode_layer_w4_cols(int64_t K, int sm_count);
 int64_t decode_layer_w4_smem_bytes(const DecodeLayerParams& p);
 bool decode_layer_w4_applies(const DecodeLayerParams& p);

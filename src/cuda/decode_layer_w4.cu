@@ -63,12 +63,19 @@ constexpr int kMaxW4Cols = 32;      // output columns per CTA (rounded up to 16)
 // the MMA loops load B registers without permuting.
 __device__ __forceinline__ int64_t mma_order(int64_t k) { return (k & ~int64_t{7}) | ((k & 3) << 1) | ((k >> 2) & 1); }
 
+// Values per scale: mxfp4 32 (e8m0), nvfp4 16 (e4m3), W4A8 128 (a bf16 group scale: 2 bytes).
 template <int F>
 constexpr int block_size() {
-  return F == kMx ? 32 : 16;
+  return F == kMx ? 32 : (F == kNv ? 16 : 128);
+}
+template <int F>
+constexpr int scale_bytes() {
+  return F == kInt4 ? 2 : 1;
 }
 // Scale bytes of one W2 row in the CTA's shared-memory copy (the linear layout's row).
-int64_t scale_row_bytes(Format f, int64_t k) { return k / (f == Format::MXFP4 ? 32 : 16); }
+int64_t scale_row_bytes(Format f, int64_t k) {
+  return f == Format::MXFP4 ? k / 32 : (f == Format::NVFP4 ? k / 16 : k / 128 * 2);
+}
 __host__ __device__ inline int64_t round16(int64_t v) { return (v + 15) / 16 * 16; }
 
 // The block scale of (expert e, row, block b) in the linear or the 128x4-swizzled layout, and the
@@ -78,18 +85,19 @@ template <int F>
 __device__ __forceinline__ const uint8_t* scale_at(const W4Weights& w, int64_t e, int64_t row, int64_t b) {
   const int64_t cols = w.k / block_size<F>();
   const uint8_t* s = static_cast<const uint8_t*>(w.scale);
-  if (w.swizzled) {
+  if (F != kInt4 && w.swizzled) {
     const int64_t per_expert = ((w.n + 127) / 128 * 128) * ((cols + 3) / 4 * 4);
     return s + e * per_expert + swizzled_offset(row, b, cols);
   }
-  return s + (e * w.n + row) * cols + b;
+  return s + ((e * w.n + row) * cols + b) * scale_bytes<F>();
 }
 template <int F>
 __device__ __forceinline__ int scale_step(const W4Weights& w) {
-  return w.swizzled ? (F == kMx ? 512 : 1024) : kKBlockValues / block_size<F>();
+  return F != kInt4 && w.swizzled ? (F == kMx ? 512 : 1024) : kKBlockValues / block_size<F>() * scale_bytes<F>();
 }
 // The lane's raw scale bits of a k-block: mxfp4 one e8m0 byte (its 32 values are one block),
-// nvfp4 two e4m3 bytes (two 16-blocks, adjacent in both layouts).
+// nvfp4 two e4m3 bytes (two 16-blocks, adjacent in both layouts), W4A8 the bf16 group scale (the
+// k-block is one group).
 template <int F>
 __device__ __forceinline__ uint32_t load_raw(const uint8_t* q, bool ok) {
   if (!ok) return 0u;
@@ -99,9 +107,31 @@ __device__ __forceinline__ uint32_t load_raw(const uint8_t* q, bool ok) {
 
 // c += (16 rows: lo = rows g, hi = rows g + 8) x (the lane's 32 operand values) over one k-block:
 // 4 packed words per row, each decoded to 4 bf16 pairs and multiplied in two k16 MMA steps.
+// W4A8: int4 decoded to exact fp16 values, the k-block's sums (one group of every row) times the
+// rows' group scales in fp32 (as the mma kernel).
 template <int F>
 __device__ __forceinline__ void mma_w4_kblock(float (&c)[4], const uint4& lo, const uint4& hi, uint32_t raw_lo,
-                                              uint32_t raw_hi, const uint32_t (&b)[4][4], const uint32_t* table) {
+                                              uint32_t raw_hi, const uint32_t (&b)[4][4], const uint32_t* table,
+                                              bool uint4b8) {
+  if constexpr (F == kInt4) {
+    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+    for (int q = 0; q < 4; ++q) {
+      uint32_t pl[4], ph[4];
+      decode_word<F>(q == 0 ? lo.x : q == 1 ? lo.y : q == 2 ? lo.z : lo.w, 0u, uint4b8, pl);
+      decode_word<F>(q == 0 ? hi.x : q == 1 ? hi.y : q == 2 ? hi.z : hi.w, 0u, uint4b8, ph);
+      const uint32_t a0[4] = {pl[0], ph[0], pl[1], ph[1]};
+      const uint32_t a1[4] = {pl[2], ph[2], pl[3], ph[3]};
+      mma16816<F>(part, a0, b[q][0], b[q][1]);
+      mma16816<F>(part, a1, b[q][2], b[q][3]);
+    }
+    const float s_lo = __uint_as_float(raw_lo << 16), s_hi = __uint_as_float(raw_hi << 16);
+    c[0] = fmaf(part[0], s_lo, c[0]);
+    c[1] = fmaf(part[1], s_lo, c[1]);
+    c[2] = fmaf(part[2], s_hi, c[2]);
+    c[3] = fmaf(part[3], s_hi, c[3]);
+    return;
+  }
   uint32_t s_lo[2], s_hi[2];  // nvfp4: the two 16-blocks of the lane's 32 values
   s_lo[0] = table[raw_lo & 0xFFu], s_hi[0] = table[raw_hi & 0xFFu];
   if constexpr (F == kNv) s_lo[1] = table[(raw_lo >> 8) & 0xFFu], s_hi[1] = table[(raw_hi >> 8) & 0xFFu];
@@ -118,9 +148,12 @@ __device__ __forceinline__ void mma_w4_kblock(float (&c)[4], const uint4& lo, co
   }
 }
 
-// F: kMx / kNv; kU: GEMM1 k-blocks per lane in flight (ceil(k-blocks / 8) up to 4: one load round
-// per task where K <= 4096, no registers for k-blocks no warp has).
-template <int F, int kU>
+// F: kMx / kNv / kInt4; kU: GEMM1 k-blocks per lane in flight (ceil(k-blocks / 8) up to 4: one
+// load round per task where K <= 4096, no registers for k-blocks no warp has); kRow: per-token
+// fp8 activations (mxfp4-fp8, W4A8): x quantised with its row's scale, and the activation
+// staged in fp32 and quantised per slot row after the grid barrier (as decode_layer.cu's
+// fp8-channel mode) into shared memory; the operands hold the e4m3 codes' exact 16-bit values.
+template <int F, int kU, bool kRow>
 __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLayerParams p, int64_t cols) {
   chain_wait();
   extern __shared__ __align__(128) uint8_t smem[];
@@ -135,37 +168,57 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   // the block-scale loads: GEMM2's operand rows copied to shared memory (+23 KB, L1 28 KB) made
   // gpt-oss 1.05-1.15x slower (H100, bench/results/2026-11-26-h100-decode-layer-w4 r8 / r9).
   __shared__ float ys[4][kMaxSlots][kMaxW4Cols];
-  constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+  __shared__ float x_scale;  // kRow: x's row scale
+  constexpr float kOut = F == kInt4 ? 1.0f : static_cast<float>(1 << kE2m1Shift);  // the mma kernel's D factor
+  constexpr Operand kOp = F == kInt4 ? Operand::FP16 : Operand::BF16;
+  static_assert(F != kInt4 || kRow, "W4A8 has fp8 activations");
 
   const int topk = static_cast<int>(p.gather.topk);
   const int64_t K = p.gather.K, N = p.act.N;
   const int64_t hk = K / 2, hn = N / 2;            // packed row bytes of W13 / W2 (multiples of 16)
-  const int64_t sb = N / block_size<F>();          // scale bytes of a W2 row
+  const int64_t sb = N / block_size<F>() * scale_bytes<F>();  // scale bytes of a W2 row
   uint8_t* w2s = smem;                             // [topk][cols][hn]
   uint8_t* w2sc = w2s + topk * cols * hn;          // [topk][cols][sb]
   uint8_t* xs = w2sc + round16(topk * cols * sb);  // [K] bf16
   float* bias2 = reinterpret_cast<float*>(xs + 2 * K);  // [topk][cols]
+  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // kRow: [topk][N] GEMM2 operand (16-bit)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
   const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
-  const int first = F == kMx ? t : 2 * t;  // the lane's first block of a k-block
+  const int first = F == kMx ? t : (F == kNv ? 2 * t : 0);  // the lane's first block of a k-block
+  const bool uint4b8 = p.w4_13.uint4b8;
   // Linear scales whose CTA slices are 16-byte runs are bulk-copied with the weights; others
   // (the swizzled layout) are gathered by the CTA's threads before the grid barrier.
   const bool copy_scales = !p.w4_2.swizzled && (cols * sb) % 16 == 0 && (K * sb) % 16 == 0 &&
                            aligned16(p.w4_2.scale);
 
   // ---- 1. x, slots, scale table ----
+  // x (in mma_order): bf16, or (kRow) its row's e4m3 codes as 16-bit values after a block-wide
+  // amax (the gather's ROW case).
+  float s1 = 1.0f;
+  if constexpr (kRow) {
+    float m = 0.0f;
+    for (int64_t l = tid; l < K / 8; l += kThreads) {
+      float v[8];
+      load8_as_float(p.gather.x, p.gather.x_dtype, l * 8, v);
+      m = fmaxf(m, amax8(v));
+    }
+    s1 = scale_from_amax(block_max(m));
+    if (tid == 0) x_scale = s1;
+  }
   for (int64_t l = tid; l < K / 8; l += kThreads) {
     float v[8];
     load8_as_float(p.gather.x, p.gather.x_dtype, l * 8, v);
     const float perm[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};  // mma_order
-    store8_operand16(xs, Operand::BF16, l * 8, perm);
+    if constexpr (kRow) store8_row_codes(xs, kOp, l * 8, perm, s1);
+    else store8_operand16(xs, Operand::BF16, l * 8, perm);
   }
   if (tid < topk) {
     expert[tid] = local_expert(p.ids, p.expert_map, tid, p.num_experts, p.num_global);
     weight[tid] = p.fin.topk_weights[tid];
   }
-  for (int i = tid; i < 256; i += kThreads) table[i] = scale_bits<F>(static_cast<uint32_t>(i));
+  if constexpr (F != kInt4)
+    for (int i = tid; i < 256; i += kThreads) table[i] = scale_bits<F>(static_cast<uint32_t>(i));
   if (tid == 0) {
     mbar_init(&w2_bar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -247,7 +300,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         int64_t ge = 0, ue = 0;
         gate_up_columns(ap, ne, ge, ue);
         if (ap.bias) j.bg = ap.bias[er + ge], j.bu = ap.bias[er + ue];
-        j.ds = generic_factor(ap.dq, 0, e);  // no row factor: 16-bit activations
+        // generic_factor's product (a_row: x's scale in kRow; nvfp4: the expert's global scale).
+        float f = 1.0f;
+        if constexpr (kRow) f *= x_scale;
+        if (ap.dq.w_expert) f *= ap.dq.w_expert[e];
+        j.ds = f;
       }
       // The gate / up rows of output ob * 8 + g (zeros past N).
       const int64_t n = static_cast<int64_t>(j.ob) * kOuts + g;
@@ -274,7 +331,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
           const uint4 v = k0 < K ? ld_shared16(xs + 2 * k0 + 16 * q) : make_uint4(0, 0, 0, 0);
           bx[q][0] = v.x, bx[q][1] = v.y, bx[q][2] = v.z, bx[q][3] = v.w;
         }
-        mma_w4_kblock<F>(c, j.wl[u], j.wh[u], j.rl[u], j.rh[u], bx, table);
+        mma_w4_kblock<F>(c, j.wl[u], j.wh[u], j.rl[u], j.rh[u], bx, table, uint4b8);
       }
     };
     int it = 0;
@@ -313,7 +370,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         st.ds = j.ds;
         st.scaled = true;  // GENERIC
         const float v = st.value(ap, gate * kOut, up * kOut, j.bg, j.bu);
-        static_cast<__nv_bfloat16*>(ap.out)[j.s * N + mma_order(ne)] = __float2bfloat16_rn(v);
+        if constexpr (kRow) p.stage[j.s * N + ne] = v;  // quantised per row after the barrier
+        else static_cast<__nv_bfloat16*>(ap.out)[j.s * N + mma_order(ne)] = __float2bfloat16_rn(v);
       }
     };
     Job A, B;
@@ -343,9 +401,38 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     }
   }
   // ---- 3. every slot's operand row is complete ----
-  if (tid < topk) factor[tid] = expert[tid] >= 0 ? generic_factor(p.fin.dq, 0, expert[tid]) : 1.0f;
+  if (!kRow && tid < topk) factor[tid] = expert[tid] >= 0 ? generic_factor(p.fin.dq, 0, expert[tid]) : 1.0f;
   __syncthreads();
   cooperative_groups::this_grid().sync();
+  if constexpr (kRow) {
+    // Every slot's staged row quantised with its own scale (one warp per slot, as decode_layer.cu's
+    // fp8-channel mode; the row read twice at L2: amax, then codes) into shared memory in
+    // mma_order; the slot's factor is generic_factor's product with a_row = that scale.
+    const int per_row = static_cast<int>(N / 8);
+    for (int s = warp; s < topk; s += kWarps) {
+      if (expert[s] < 0) continue;
+      const float4* row = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(s) * N);
+      float m = 0.0f;
+      for (int l = lane; l < per_row; l += 32) {
+        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
+        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
+        m = fmaxf(m, amax8(v));
+      }
+      const float s2 = scale_from_amax(warp_max(m));
+      for (int l = lane; l < per_row; l += 32) {
+        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
+        const float perm[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};  // mma_order
+        store8_row_codes(a2s, kOp, static_cast<int64_t>(s) * N + 8 * static_cast<int64_t>(l), perm, s2);
+      }
+      if (lane == 0) {
+        float f = 1.0f;
+        f *= s2;
+        if (p.fin.dq.w_expert) f *= p.fin.dq.w_expert[expert[s]];
+        factor[s] = f;
+      }
+    }
+    __syncthreads();
+  }
 
   // ---- 4. GEMM2 of the CTA's columns from shared memory, then the top-k sum ----
   // Units (slot, 16-column block, k part), two accumulator sets (even / odd k-blocks) as
@@ -358,7 +445,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     const int64_t kblocks = (N + kKBlockValues - 1) / kKBlockValues;
     const int64_t pairs = topk * qs;
     const int kparts = pairs * 4 <= kWarps ? 4 : pairs * 2 <= kWarps ? 2 : 1;
-    const int sstep = kKBlockValues / block_size<F>();
+    const int sstep = kKBlockValues / block_size<F>() * scale_bytes<F>();
     for (int64_t unit = warp; unit < pairs * kparts; unit += kWarps) {
       const int64_t pair = unit / kparts;
       const int kp = static_cast<int>(unit % kparts);
@@ -370,7 +457,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       const uint8_t* whi = w2s + (s * cols + r_hi) * hn + 16 * t;
       const uint8_t* slo = w2sc + (s * cols + r_lo) * sb + first;
       const uint8_t* shi = w2sc + (s * cols + r_hi) * sb + first;
-      const uint8_t* ar = a2 + (s * N + 32 * t) * 2;
+      const uint8_t* ar = (kRow ? a2s : a2) + (s * N + 32 * t) * 2;
       float c[2][4] = {};
       // Compact code (2 k-blocks per step, no unrolled tail): it runs once per CTA.
 #pragma unroll 1
@@ -391,10 +478,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
           uint32_t bx[4][4];  // the operand row is stored in the B-register order (mma_order)
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
-            const uint4 v = in ? ld_l2_16(ar + kbu * kKBlockValues * 2 + 16 * j) : zero;
+            const uint8_t* q = ar + kbu * kKBlockValues * 2 + 16 * j;
+            const uint4 v = in ? (kRow ? ld_shared16(q) : ld_l2_16(q)) : zero;
             bx[j][0] = v.x, bx[j][1] = v.y, bx[j][2] = v.z, bx[j][3] = v.w;
           }
-          mma_w4_kblock<F>(c[u], wl, wh, rl, rh, bx, table);
+          mma_w4_kblock<F>(c[u], wl, wh, rl, rh, bx, table, uint4b8);
         }
       }
       if (t == 0) {
@@ -419,9 +507,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
 }
 
 template <int kU>
-void launch_w4(bool mx, const DecodeLayerParams& p, int64_t cols, int64_t smem, cudaStream_t stream) {
-  if (mx) launch_cooperative<decode_layer_w4_kernel<kMx, kU>>(p, cols, smem, stream);
-  else launch_cooperative<decode_layer_w4_kernel<kNv, kU>>(p, cols, smem, stream);
+void launch_w4(const DecodeLayerParams& p, int64_t cols, int64_t smem, cudaStream_t stream) {
+  const Format f = p.w4_13.format;
+  const bool row = p.gather.quant == Fp8Quant::ROW;
+  if (f == Format::W4A8_INT4) launch_cooperative<decode_layer_w4_kernel<kInt4, kU, true>>(p, cols, smem, stream);
+  else if (f == Format::MXFP4 && row) launch_cooperative<decode_layer_w4_kernel<kMx, kU, true>>(p, cols, smem, stream);
+  else if (f == Format::MXFP4) launch_cooperative<decode_layer_w4_kernel<kMx, kU, false>>(p, cols, smem, stream);
+  else launch_cooperative<decode_layer_w4_kernel<kNv, kU, false>>(p, cols, smem, stream);  // (nvfp4 has no fp8 activations)
 }
 
 }  // namespace
@@ -433,10 +525,13 @@ int64_t decode_layer_w4_cols(int64_t K, int sm_count) {
 }
 
 int64_t decode_layer_w4_smem_bytes(const DecodeLayerParams& p) {
-  // W2 slices (packed), their block scales, x (bf16), the GEMM2 bias of the columns (fp32).
+  // W2 slices (packed), their block scales, x (16-bit), the GEMM2 bias of the columns (fp32);
+  // fp8 activations: GEMM2's operand rows (16-bit).
   const int64_t K = p.gather.K, N = p.act.N, topk = p.gather.topk;
   const int64_t cols = decode_layer_w4_cols(K, p.sm_count);
-  return topk * cols * (N / 2) + round16(topk * cols * scale_row_bytes(p.w4_2.format, N)) + 2 * K + topk * cols * 4;
+  const bool row = p.gather.quant == Fp8Quant::ROW;
+  return topk * cols * (N / 2) + round16(topk * cols * scale_row_bytes(p.w4_2.format, N)) + 2 * K + topk * cols * 4 +
+         (row ? topk * N * 2 : 0);
 }
 
 bool decode_layer_w4_applies(const DecodeLayerParams& p) {
@@ -445,13 +540,19 @@ bool decode_layer_w4_applies(const DecodeLayerParams& p) {
   const FinalizeParams& fp = p.fin;
   if (!p.w4) return false;
   const Format f = p.w4_13.format;
-  if ((f != Format::MXFP4 && f != Format::NVFP4) || p.w4_2.format != f) return false;
-  // 16-bit activations: bf16 operands without quantisation; the GENERIC factors have no
-  // per-row or per-expert activation scale (fp8 / nvfp4 activations keep the chain).
-  if (gp.op != Operand::BF16 || ap.op != Operand::BF16 || gp.quant != Fp8Quant::NONE || ap.quant != Fp8Quant::NONE)
-    return false;
+  if ((f != Format::MXFP4 && f != Format::NVFP4 && f != Format::W4A8_INT4) || p.w4_2.format != f) return false;
+  // MXFP4 / NVFP4 with 16-bit activations (bf16 operands, no quantisation, GENERIC factors without
+  // activation scales) or per-token fp8 activations (ROW: the GENERIC row factor is the kernel's
+  // own scale); W4A8 (fp16 operands, ROW). NVFP4 activations (W4A4) keep the chain.
+  const bool row = gp.quant == Fp8Quant::ROW;
+  const Operand op = f == Format::W4A8_INT4 ? Operand::FP16 : Operand::BF16;
+  if (gp.op != op || ap.op != op || ap.quant != gp.quant) return false;
+  if (!row && (gp.quant != Fp8Quant::NONE || f == Format::W4A8_INT4)) return false;
+  if (row && f == Format::NVFP4) return false;  // no such format (validate.cpp); no kernel instance
   for (const Dequant* d : {&ap.dq, &fp.dq})
-    if (d->kind != Dequant::GENERIC || d->a_row || d->a_expert) return false;
+    if (d->kind != Dequant::GENERIC || (!row && d->a_row) || d->a_expert) return false;
+  if (row && (!p.stage || !aligned16(p.stage))) return false;
+  if (f == Format::W4A8_INT4 && (gp.K % 128 != 0 || ap.N % 128 != 0 || p.w4_13.swizzled)) return false;
   if (fp.M != 1 || gp.topk < 1 || gp.topk > kDecodeLayerMaxTopk || fp.topk != gp.topk) return false;
   if (gp.on_input || fp.on_input) return false;
   if (gp.x_dtype != DType::F32 && gp.x_dtype != DType::F16 && gp.x_dtype != DType::BF16) return false;
@@ -473,10 +574,9 @@ void launch_decode_layer_w4(const DecodeLayerParams& p, cudaStream_t stream) {
                 std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
   const int64_t cols = decode_layer_w4_cols(p.gather.K, p.sm_count), smem = decode_layer_w4_smem_bytes(p);
   const int64_t kblocks = (p.gather.K + kKBlockValues - 1) / kKBlockValues, u = (kblocks + kHalfWarps - 1) / kHalfWarps;
-  const bool mx = p.w4_13.format == Format::MXFP4;
-  if (u <= 2) launch_w4<2>(mx, p, cols, smem, stream);
-  else if (u == 3) launch_w4<3>(mx, p, cols, smem, stream);
-  else launch_w4<4>(mx, p, cols, smem, stream);
+  if (u <= 2) launch_w4<2>(p, cols, smem, stream);
+  else if (u == 3) launch_w4<3>(p, cols, smem, stream);
+  else launch_w4<4>(p, cols, smem, stream);
 }
 
 }  // namespace fusedmoe::cuda

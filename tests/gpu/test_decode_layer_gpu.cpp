@@ -1,7 +1,7 @@
 // The one-token layer kernels (decode_layer.cu, decode_layer_w4.cu) through Layer::run() against
 // the float64 oracle: every case is one token on shapes a kernel takes (decode_layer_applies:
 // fp8-tensor, fp8-block or fp8-channel; decode_layer_w4_applies: MXFP4 / NVFP4 with bf16
-// activations; gated activations, top-k <= 8), so run() launches it and nothing else - checked on a
+// activations, MXFP4 with fp8 activations, W4A8; gated activations, top-k <= 8), so run() launches it and nothing else - checked on a
 // captured run (one kernel node). Each case also replays a captured CUDA graph (a cooperative launch inside
 // a graph) and must write the same bytes as the first run. 16-bit layers keep the chain.
 #include <cuda_runtime.h>
@@ -29,6 +29,8 @@ struct DecodeCase {
   int64_t K, N, E, topk;
   bool ue8m0 = false;  // fp8-block: power-of-two scales
   bool swizzled = false;  // mxfp4 / nvfp4: 128x4-swizzled weight scales
+  ActDtype act_dtype = ActDtype::BF16;  // mxfp4: fp8 activations
+  bool uint4b8 = false;                 // w4a8: stored q + 8
 };
 
 Case to_case(const DecodeCase& d, uint64_t seed) {
@@ -48,6 +50,8 @@ Case to_case(const DecodeCase& d, uint64_t seed) {
   c.seed = seed;
   c.w_gain = d.act == Activation::SWIGLUOAI ? 6.0f : 1.0f;
   c.swizzled = d.swizzled;
+  c.act_dtype = d.act_dtype;
+  c.uint4b8 = d.uint4b8;
   return c;
 }
 
@@ -62,13 +66,14 @@ int sm_count() {
 // the format / activation / top-k of the case).
 void expect_shape_fits(const Case& c) {
   const int sms = sm_count();
-  if (c.format == Format::MXFP4 || c.format == Format::NVFP4) {
+  if (c.format == Format::MXFP4 || c.format == Format::NVFP4 || c.format == Format::W4A8_INT4) {
     cuda::DecodeLayerParams p;
     p.gather.K = c.K;
     p.act.N = c.N;
     p.gather.topk = c.topk;
     p.sm_count = sms;
     p.w4_2.format = c.format;
+    if (c.format == Format::W4A8_INT4 || c.act_dtype == ActDtype::FP8) p.gather.quant = cuda::Fp8Quant::ROW;
     EXPECT_LE(cuda::decode_layer_w4_cols(c.K, sms), 32);
     EXPECT_LE(cuda::decode_layer_w4_smem_bytes(p), 203 * 1024) << describe(c);
     return;
@@ -138,7 +143,7 @@ const DecodeCase kDynamicCases[] = {
     {"dynamic_gelu_tanh_bias_f32_hidden", Format::FP8_TENSOR, Activation::GELU_TANH, false, GateUpOrder::UP_GATE, true, DType::F32, 1040, 208, 16, 3},
 };
 
-// MXFP4 / NVFP4 weights with bf16 activations (decode_layer_w4.cu): Qwen3-30B-A3B and
+// 4-bit weights (decode_layer_w4.cu): MXFP4 / NVFP4 with bf16 activations, Qwen3-30B-A3B and
 // gpt-oss-120b shapes (K = N = 2880: a partial 128-wide k-block in both GEMMs, the W2 slices of
 // 24 columns), swizzled scales (gathered by the CTAs, not copied), options, and short shapes
 // whose W2 scale slices are not 16-byte runs (gathered too).
@@ -151,6 +156,14 @@ const DecodeCase kW4Cases[] = {
     {"mxfp4_gelu_upgate_bias_f16_hidden", Format::MXFP4, Activation::GELU, false, GateUpOrder::UP_GATE, true, DType::F16, 1056, 224, 16, 5},
     {"nvfp4_gelu_tanh_f32_hidden", Format::NVFP4, Activation::GELU_TANH, false, GateUpOrder::GATE_UP, false, DType::F32, 4096, 160, 12, 3},
     {"nvfp4_silu_top1_bias_swizzled", Format::NVFP4, Activation::SILU, false, GateUpOrder::UP_GATE, true, DType::BF16, 512, 64, 8, 1, false, true},
+    // Per-token fp8 activations (mxfp4-fp8) and W4A8 (int4, group-128 scales): x and the
+    // activation quantised per row inside the kernel.
+    {"qwen3_mxfp4_fp8_silu", Format::MXFP4, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8, false, false, ActDtype::FP8},
+    {"gptoss_mxfp4_fp8_swigluoai_interleaved_bias", Format::MXFP4, Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, DType::BF16, 2880, 2880, 6, 4, false, false, ActDtype::FP8},
+    {"mxfp4_fp8_gelu_upgate_bias_f32_hidden_swizzled", Format::MXFP4, Activation::GELU, false, GateUpOrder::UP_GATE, true, DType::F32, 1056, 224, 16, 5, false, true, ActDtype::FP8},
+    {"qwen3_w4a8_silu", Format::W4A8_INT4, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8},
+    {"w4a8_uint4b8_gelu_tanh_bias_f16_hidden", Format::W4A8_INT4, Activation::GELU_TANH, false, GateUpOrder::UP_GATE, true, DType::F16, 1024, 384, 12, 3, false, false, ActDtype::BF16, true},
+    {"w4a8_swigluoai_interleaved_top1", Format::W4A8_INT4, Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, DType::BF16, 4096, 256, 8, 1},
 };
 
 class DecodeLayerGpu : public ::testing::TestWithParam<int> {};
@@ -205,7 +218,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DecodeLayerDynamicGpu, ::testing::Range(0, stat
 // skipped in both halves of the kernel; a token with no slot at all gets zeros.
 TEST(DecodeLayerGpuEdge, InvalidIdsAndExpertMap) {
   FMOE_REQUIRE_GPU();
-  for (Format f : {Format::FP8_TENSOR, Format::FP8_BLOCK, Format::FP8_CHANNEL, Format::MXFP4, Format::NVFP4}) {
+  for (Format f : {Format::FP8_TENSOR, Format::FP8_BLOCK, Format::FP8_CHANNEL, Format::MXFP4, Format::NVFP4,
+                   Format::W4A8_INT4}) {
     Case c = to_case(kCases[0], 950 + static_cast<uint64_t>(f));
     c.format = f;
     c.fp8_static = f == Format::FP8_TENSOR;
@@ -235,20 +249,18 @@ TEST(DecodeLayerGpuEdge, InvalidIdsAndExpertMap) {
 }
 
 // Not taken (the chain runs; several graph nodes): 16-bit weights (measured slower), a
-// non-gated activation (relu2), more than one token, the router weight on the input; 4-bit
-// weights with fp8 or nvfp4 activations, W4A8.
+// non-gated activation (relu2), more than one token, the router weight on the input; NVFP4
+// weights with NVFP4 activations (W4A4).
 TEST(DecodeLayerGpuEdge, OtherCallsKeepTheChain) {
   FMOE_REQUIRE_GPU();
-  for (int v = 0; v < 7; ++v) {
+  for (int v = 0; v < 5; ++v) {
     Case c = to_case(kCases[0], 960 + static_cast<uint64_t>(v));
     c.E = 16;
     if (v == 0) c.format = Format::BF16, c.fp8_static = false;
     if (v == 1) c.act = Activation::RELU2;
     if (v == 2) c.M = 2;
     if (v == 3) c.on_input = true;
-    if (v == 4) c.format = Format::MXFP4, c.act_dtype = ActDtype::FP8, c.fp8_static = false;
-    if (v == 5) c.format = Format::NVFP4, c.act_dtype = ActDtype::NVFP4, c.fp8_static = false;
-    if (v == 6) c.format = Format::W4A8_INT4, c.fp8_static = false;
+    if (v == 4) c.format = Format::NVFP4, c.act_dtype = ActDtype::NVFP4, c.fp8_static = false;
     const LayerFile lf = make_layer(c);
     const Inputs in = make_inputs(c, c.E);
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
