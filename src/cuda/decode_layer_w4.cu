@@ -1,4 +1,5 @@
-// The expert layer of one token in one kernel for MXFP4 / NVFP4 weights with 16-bit activations
+// The expert layer of one token in one kernel for MXFP4 / NVFP4 weights with 16-bit activations,
+// MXFP4 with per-token fp8 activations and W4A8 (int4; see kRow below for the fp8 activations)
 // (the fp8 kernel's structure, decode_layer.cu; the 4-bit decoding and numerics of the mma way,
 // w4_gemm.hpp / w4_decode.cuh). The chain it replaces at one token is plan + gather, the 4-bit
 // mma GEMM1, the activation, the mma GEMM2 and finalize: five kernels of 5-15 us each on
