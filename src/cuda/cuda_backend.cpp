@@ -542,8 +542,8 @@ class CudaBackend final : public BackendImpl {
     // ---- one token on small experts (fp8-tensor, fp8-block, fp8-channel; static or dynamic
     // scales): the whole layer in one kernel (decode_layer.cu) ----
     // Its time is the GEMM1 stage of run_timed(); the other stages read 0.
-    // 4-bit weights (MXFP4 / NVFP4 with bf16 activations, MXFP4 with fp8 activations, W4A8): the
-    // same in decode_layer_w4.cu.
+    // 4-bit weights (MXFP4 / NVFP4 with bf16 activations, MXFP4 with fp8 activations, W4A8,
+    // NVFP4 W4A4): the same in decode_layer_w4.cu.
     if (M == 1 && args.hidden_states.dtype != DType::F8_E4M3) {
       DecodeLayerParams dl;
       dl.ids = ids;
@@ -561,7 +561,9 @@ class CudaBackend final : public BackendImpl {
       }
       // fp8-block / fp8-channel / dynamic fp8-tensor: the activation row before its quantisation
       // ([slots, R] fp32, unused otherwise on this path).
-      if (quant1_ == Fp8Quant::BLOCK || quant1_ == Fp8Quant::ROW || quant1_ == Fp8Quant::TENSOR_DYNAMIC) dl.stage = b.h;
+      if (quant1_ == Fp8Quant::BLOCK || quant1_ == Fp8Quant::ROW || quant1_ == Fp8Quant::TENSOR_DYNAMIC ||
+          quant1_ == Fp8Quant::NVFP4)
+        dl.stage = b.h;
       dl.sm_count = sm_count_;
       if (w4_) {
         dl.w4 = true;

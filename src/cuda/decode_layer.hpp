@@ -35,8 +35,8 @@ struct DecodeLayerParams {
   const float* w2_scale = nullptr;
   float* stage = nullptr;
   // 4-bit weights (decode_layer_w4.cu: MXFP4 / NVFP4 with bf16 activations, MXFP4 with per-token
-  // fp8 activations, W4A8): the packed weights and scales of both GEMMs (w13 / w2 above unused);
-  // GEMM1 / GEMM2 dequant GENERIC; fp8 activations: `stage` as for fp8-channel.
+  // fp8 activations, W4A8, NVFP4 W4A4): the packed weights and scales of both GEMMs (w13 / w2 above
+  // unused); GEMM1 / GEMM2 dequant GENERIC; fp8 / nvfp4 activations: `stage` as for fp8-channel.
   bool w4 = false;
   W4Weights w4_13, w4_2;
   int sm_count = 0;
@@ -57,7 +57,7 @@ int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count
 // GEMM2 bias; and the W2 slices within shared memory.
 bool decode_layer_applies(const DecodeLayerParams& p);
 // The same for the 4-bit kernel (decode_layer_w4.cu): MXFP4 / NVFP4 weights with bf16 activations,
-// MXFP4 with per-token fp8 activations, W4A8 (int4, fp8 activations).
+// MXFP4 with per-token fp8 activations, W4A8 (int4, fp8 activations), NVFP4 W4A4.
 int64_t decode_layer_w4_cols(int64_t K, int sm_count);
 int64_t decode_layer_w4_smem_bytes(const DecodeLayerParams& p);
 bool decode_layer_w4_applies(const DecodeLayerParams& p);

@@ -1,5 +1,5 @@
 // The expert layer of one token in one kernel for MXFP4 / NVFP4 weights with 16-bit activations,
-// MXFP4 with per-token fp8 activations and W4A8 (int4; see kRow below for the fp8 activations)
+// MXFP4 with per-token fp8 activations, W4A8 (int4) and NVFP4 W4A4 (see kA below)
 // (the fp8 kernel's structure, decode_layer.cu; the 4-bit decoding and numerics of the mma way,
 // w4_gemm.hpp / w4_decode.cuh). The chain it replaces at one token is plan + gather, the 4-bit
 // mma GEMM1, the activation, the mma GEMM2 and finalize: five kernels of 5-15 us each on
@@ -150,11 +150,15 @@ __device__ __forceinline__ void mma_w4_kblock(float (&c)[4], const uint4& lo, co
 }
 
 // F: kMx / kNv / kInt4; kU: GEMM1 k-blocks per lane in flight (ceil(k-blocks / 8) up to 4: one
-// load round per task where K <= 4096, no registers for k-blocks no warp has); kRow: per-token
-// fp8 activations (mxfp4-fp8, W4A8): x quantised with its row's scale, and the activation
-// staged in fp32 and quantised per slot row after the grid barrier (as decode_layer.cu's
-// fp8-channel mode) into shared memory; the operands hold the e4m3 codes' exact 16-bit values.
-template <int F, int kU, bool kRow>
+// load round per task where K <= 4096, no registers for k-blocks no warp has); kA: the
+// activations: kBf16 (16-bit), kFp8Row (per-token fp8: mxfp4-fp8, W4A8: x quantised with its
+// row's scale, the activation staged in fp32 and quantised per slot row after the grid barrier,
+// as decode_layer.cu's fp8-channel mode, into shared memory; the operands hold the e4m3 codes'
+// exact 16-bit values) or kNvfp4 (W4A4: x quantised per slot with the slot's expert's input
+// scale, 16-wide blocks, into one row per slot; the activation staged and quantised by 16-wide
+// blocks after the barrier; the operands hold e2m1 x e4m3 values, exact in bf16).
+enum ActMode : int { kBf16 = 0, kFp8Row = 1, kNvfp4 = 2 };
+template <int F, int kU, int kA>
 __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLayerParams p, int64_t cols) {
   chain_wait();
   extern __shared__ __align__(128) uint8_t smem[];
@@ -169,9 +173,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   // the block-scale loads: GEMM2's operand rows copied to shared memory (+23 KB, L1 28 KB) made
   // gpt-oss 1.05-1.15x slower (H100, bench/results/2026-11-26-h100-decode-layer-w4 r8 / r9).
   __shared__ float ys[4][kMaxSlots][kMaxW4Cols];
-  __shared__ float x_scale;  // kRow: x's row scale
+  __shared__ float x_scale;                // kFp8Row: x's row scale
+  __shared__ float gs2_slot[kA == kNvfp4 ? kMaxSlots : 1];  // kNvfp4: the slots' GEMM2 global scales
   constexpr float kOut = F == kInt4 ? 1.0f : static_cast<float>(1 << kE2m1Shift);  // the mma kernel's D factor
   constexpr Operand kOp = F == kInt4 ? Operand::FP16 : Operand::BF16;
+  constexpr bool kRow = kA == kFp8Row, kStaged = kA != kBf16;
   static_assert(F != kInt4 || kRow, "W4A8 has fp8 activations");
 
   const int topk = static_cast<int>(p.gather.topk);
@@ -180,9 +186,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   const int64_t sb = N / block_size<F>() * scale_bytes<F>();  // scale bytes of a W2 row
   uint8_t* w2s = smem;                             // [topk][cols][hn]
   uint8_t* w2sc = w2s + topk * cols * hn;          // [topk][cols][sb]
-  uint8_t* xs = w2sc + round16(topk * cols * sb);  // [K] bf16
-  float* bias2 = reinterpret_cast<float*>(xs + 2 * K);  // [topk][cols]
-  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // kRow: [topk][N] GEMM2 operand (16-bit)
+  uint8_t* xs = w2sc + round16(topk * cols * sb);  // [K] 16-bit ([topk][K] for kNvfp4: per slot)
+  const int64_t x_rows = kA == kNvfp4 ? topk : 1;
+  float* bias2 = reinterpret_cast<float*>(xs + 2 * K * x_rows);  // [topk][cols]
+  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // kStaged: [topk][N] GEMM2 operand (16-bit)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
   const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
@@ -207,7 +214,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     s1 = scale_from_amax(block_max(m));
     if (tid == 0) x_scale = s1;
   }
-  for (int64_t l = tid; l < K / 8; l += kThreads) {
+  for (int64_t l = tid; l < (kA == kNvfp4 ? 0 : K / 8); l += kThreads) {
     float v[8];
     load8_as_float(p.gather.x, p.gather.x_dtype, l * 8, v);
     const float perm[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};  // mma_order
@@ -225,6 +232,33 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
+  // Each 16-wide block of 8 values in mma_order: the two halves of 8 of a block permuted alike.
+  auto store16_mma = [&](uint8_t* row, int64_t c, const float (&v)[16]) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float perm[8] = {v[8 * h], v[8 * h + 4], v[8 * h + 1], v[8 * h + 5],
+                             v[8 * h + 2], v[8 * h + 6], v[8 * h + 3], v[8 * h + 7]};
+      store8_operand16(row, Operand::BF16, c + 8 * h, perm);
+    }
+  };
+  if constexpr (kA == kNvfp4) {
+    // x quantised for every slot with its expert's input scale (the gather's NVFP4 case:
+    // gs = 1 / input_scale[e], 16-wide blocks), one row per slot.
+    const int per_row = static_cast<int>(K / 16);
+    for (int b = tid; b < topk * per_row; b += kThreads) {
+      const int s = b / per_row;
+      const int64_t c = static_cast<int64_t>(b - s * per_row) * 16;
+      if (expert[s] < 0) continue;
+      float v[16], lo[8], hi[8];
+      load8_as_float(p.gather.x, p.gather.x_dtype, c, lo);
+      load8_as_float(p.gather.x, p.gather.x_dtype, c + 8, hi);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[j] = lo[j], v[8 + j] = hi[j];
+      nvfp4_block_values(v, 1.0f / p.gather.nvfp4_input_scale[expert[s]]);
+      store16_mma(xs + 2 * K * s, c, v);
+    }
+    __syncthreads();
+  }
   // The W2 rows (and their scales, bias) of the CTA's columns for every slot with an expert,
   // issued by thread 0 after its first GEMM1 task (decode_layer.cu: issued at the start they
   // queued ahead of GEMM1's loads).
@@ -301,9 +335,11 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         int64_t ge = 0, ue = 0;
         gate_up_columns(ap, ne, ge, ue);
         if (ap.bias) j.bg = ap.bias[er + ge], j.bu = ap.bias[er + ue];
-        // generic_factor's product (a_row: x's scale in kRow; nvfp4: the expert's global scale).
+        // generic_factor's product (a_row: x's scale in kRow; a_expert: W4A4's input scale;
+        // nvfp4: the expert's global scale), in its order.
         float f = 1.0f;
         if constexpr (kRow) f *= x_scale;
+        if constexpr (kA == kNvfp4) f *= ap.dq.a_expert[e];
         if (ap.dq.w_expert) f *= ap.dq.w_expert[e];
         j.ds = f;
       }
@@ -321,6 +357,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     // The MMAs of the round in j (k-blocks base + 8u); x in shared memory already in the MMA's
     // B-register order.
     auto mma_round = [&](const Job& j, int base, float (&c)[4]) {
+      const uint8_t* xr = xs + (kA == kNvfp4 ? 2 * K * j.s : 0);  // W4A4: the slot's row
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
         const int kb = base + u * kHalfWarps;
@@ -329,7 +366,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         uint32_t bx[4][4];
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
-          const uint4 v = k0 < K ? ld_shared16(xs + 2 * k0 + 16 * q) : make_uint4(0, 0, 0, 0);
+          const uint4 v = k0 < K ? ld_shared16(xr + 2 * k0 + 16 * q) : make_uint4(0, 0, 0, 0);
           bx[q][0] = v.x, bx[q][1] = v.y, bx[q][2] = v.z, bx[q][3] = v.w;
         }
         mma_w4_kblock<F>(c, j.wl[u], j.wh[u], j.rl[u], j.rh[u], bx, table, uint4b8);
@@ -371,7 +408,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         st.ds = j.ds;
         st.scaled = true;  // GENERIC
         const float v = st.value(ap, gate * kOut, up * kOut, j.bg, j.bu);
-        if constexpr (kRow) p.stage[j.s * N + ne] = v;  // quantised per row after the barrier
+        if constexpr (kStaged) p.stage[j.s * N + ne] = v;  // quantised after the barrier
         else static_cast<__nv_bfloat16*>(ap.out)[j.s * N + mma_order(ne)] = __float2bfloat16_rn(v);
       }
     };
@@ -403,6 +440,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   }
   // ---- 3. every slot's operand row is complete ----
   if (!kRow && tid < topk) factor[tid] = expert[tid] >= 0 ? generic_factor(p.fin.dq, 0, expert[tid]) : 1.0f;
+  // W4A4: each slot's GEMM2 input scale (gs = 1 / input_scale[e]), loaded across the barrier.
+  if constexpr (kA == kNvfp4)
+    if (tid < topk) gs2_slot[tid] = expert[tid] >= 0 ? 1.0f / p.act.nvfp4_input_scale[expert[tid]] : 1.0f;
   __syncthreads();
   cooperative_groups::this_grid().sync();
   if constexpr (kRow) {
@@ -434,6 +474,26 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     }
     __syncthreads();
   }
+  if constexpr (kA == kNvfp4) {
+    // Every slot's staged row quantised by 16-wide blocks with its expert's input scale (the
+    // activation kernel's NVFP4 case), into shared memory in mma_order.
+    const int per_row = static_cast<int>(N / 16);
+    for (int b = tid; b < topk * per_row; b += kThreads) {
+      const int s = b / per_row;
+      const int64_t c = static_cast<int64_t>(b - s * per_row) * 16;
+      if (expert[s] < 0) continue;
+      const float4* src = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(s) * N + c);
+      float v[16];
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const float4 f4 = __ldcg(src + q);
+        v[4 * q] = f4.x, v[4 * q + 1] = f4.y, v[4 * q + 2] = f4.z, v[4 * q + 3] = f4.w;
+      }
+      nvfp4_block_values<true>(v, gs2_slot[s]);
+      store16_mma(a2s + 2 * N * s, c, v);
+    }
+    __syncthreads();
+  }
 
   // ---- 4. GEMM2 of the CTA's columns from shared memory, then the top-k sum ----
   // Units (slot, 16-column block, k part), two accumulator sets (even / odd k-blocks) as
@@ -458,7 +518,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       const uint8_t* whi = w2s + (s * cols + r_hi) * hn + 16 * t;
       const uint8_t* slo = w2sc + (s * cols + r_lo) * sb + first;
       const uint8_t* shi = w2sc + (s * cols + r_hi) * sb + first;
-      const uint8_t* ar = (kRow ? a2s : a2) + (s * N + 32 * t) * 2;
+      const uint8_t* ar = (kStaged ? a2s : a2) + (s * N + 32 * t) * 2;
       float c[2][4] = {};
       // Compact code (2 k-blocks per step, no unrolled tail): it runs once per CTA.
 #pragma unroll 1
@@ -480,7 +540,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
 #pragma unroll
           for (int j = 0; j < 4; ++j) {
             const uint8_t* q = ar + kbu * kKBlockValues * 2 + 16 * j;
-            const uint4 v = in ? (kRow ? ld_shared16(q) : ld_l2_16(q)) : zero;
+            const uint4 v = in ? (kStaged ? ld_shared16(q) : ld_l2_16(q)) : zero;
             bx[j][0] = v.x, bx[j][1] = v.y, bx[j][2] = v.z, bx[j][3] = v.w;
           }
           mma_w4_kblock<F>(c[u], wl, wh, rl, rh, bx, table, uint4b8);
@@ -511,10 +571,12 @@ template <int kU>
 void launch_w4(const DecodeLayerParams& p, int64_t cols, int64_t smem, cudaStream_t stream) {
   const Format f = p.w4_13.format;
   const bool row = p.gather.quant == Fp8Quant::ROW;
-  if (f == Format::W4A8_INT4) launch_cooperative<decode_layer_w4_kernel<kInt4, kU, true>>(p, cols, smem, stream);
-  else if (f == Format::MXFP4 && row) launch_cooperative<decode_layer_w4_kernel<kMx, kU, true>>(p, cols, smem, stream);
-  else if (f == Format::MXFP4) launch_cooperative<decode_layer_w4_kernel<kMx, kU, false>>(p, cols, smem, stream);
-  else launch_cooperative<decode_layer_w4_kernel<kNv, kU, false>>(p, cols, smem, stream);  // (nvfp4 has no fp8 activations)
+  const bool w4a4 = p.gather.quant == Fp8Quant::NVFP4;
+  if (f == Format::W4A8_INT4) launch_cooperative<decode_layer_w4_kernel<kInt4, kU, kFp8Row>>(p, cols, smem, stream);
+  else if (f == Format::MXFP4 && row) launch_cooperative<decode_layer_w4_kernel<kMx, kU, kFp8Row>>(p, cols, smem, stream);
+  else if (f == Format::MXFP4) launch_cooperative<decode_layer_w4_kernel<kMx, kU, kBf16>>(p, cols, smem, stream);
+  else if (w4a4) launch_cooperative<decode_layer_w4_kernel<kNv, kU, kNvfp4>>(p, cols, smem, stream);
+  else launch_cooperative<decode_layer_w4_kernel<kNv, kU, kBf16>>(p, cols, smem, stream);  // (nvfp4 has no fp8 activations)
 }
 
 }  // namespace
@@ -530,9 +592,10 @@ int64_t decode_layer_w4_smem_bytes(const DecodeLayerParams& p) {
   // fp8 activations: GEMM2's operand rows (16-bit).
   const int64_t K = p.gather.K, N = p.act.N, topk = p.gather.topk;
   const int64_t cols = decode_layer_w4_cols(K, p.sm_count);
-  const bool row = p.gather.quant == Fp8Quant::ROW;
-  return topk * cols * (N / 2) + round16(topk * cols * scale_row_bytes(p.w4_2.format, N)) + 2 * K + topk * cols * 4 +
-         (row ? topk * N * 2 : 0);
+  const bool staged = p.gather.quant == Fp8Quant::ROW || p.gather.quant == Fp8Quant::NVFP4;
+  const int64_t x_rows = p.gather.quant == Fp8Quant::NVFP4 ? topk : 1;  // W4A4: x per slot
+  return topk * cols * (N / 2) + round16(topk * cols * scale_row_bytes(p.w4_2.format, N)) + 2 * K * x_rows +
+         topk * cols * 4 + (staged ? topk * N * 2 : 0);
 }
 
 bool decode_layer_w4_applies(const DecodeLayerParams& p) {
@@ -543,16 +606,23 @@ bool decode_layer_w4_applies(const DecodeLayerParams& p) {
   const Format f = p.w4_13.format;
   if ((f != Format::MXFP4 && f != Format::NVFP4 && f != Format::W4A8_INT4) || p.w4_2.format != f) return false;
   // MXFP4 / NVFP4 with 16-bit activations (bf16 operands, no quantisation, GENERIC factors without
-  // activation scales) or per-token fp8 activations (ROW: the GENERIC row factor is the kernel's
-  // own scale); W4A8 (fp16 operands, ROW). NVFP4 activations (W4A4) keep the chain.
-  const bool row = gp.quant == Fp8Quant::ROW;
+  // activation scales), MXFP4 with per-token fp8 activations (ROW: the GENERIC row factor is the
+  // kernel's own scale), W4A8 (fp16 operands, ROW), NVFP4 with NVFP4 activations (W4A4: per-expert
+  // input scales, a_expert).
+  const bool row = gp.quant == Fp8Quant::ROW, w4a4 = gp.quant == Fp8Quant::NVFP4;
   const Operand op = f == Format::W4A8_INT4 ? Operand::FP16 : Operand::BF16;
   if (gp.op != op || ap.op != op || ap.quant != gp.quant) return false;
-  if (!row && (gp.quant != Fp8Quant::NONE || f == Format::W4A8_INT4)) return false;
+  if (!row && !w4a4 && (gp.quant != Fp8Quant::NONE || f == Format::W4A8_INT4)) return false;
   if (row && f == Format::NVFP4) return false;  // no such format (validate.cpp); no kernel instance
+  if (w4a4 && (f != Format::NVFP4 || !gp.nvfp4_input_scale || !ap.nvfp4_input_scale)) return false;
+  // W4A4 keeps x per slot in shared memory: with gpt-oss-120b's 197 KB the kernel was 1.08-1.10x
+  // the chain's time (L1 28 KB for the block-scale loads), with Qwen3-30B-A3B's 101 KB 0.91x (H100,
+  // bench/results/2026-11-26-h100-decode-layer-w4 r11): taken up to 128 KB.
+  if (w4a4 && decode_layer_w4_smem_bytes(p) > 128 * 1024) return false;
   for (const Dequant* d : {&ap.dq, &fp.dq})
-    if (d->kind != Dequant::GENERIC || (!row && d->a_row) || d->a_expert) return false;
-  if (row && (!p.stage || !aligned16(p.stage))) return false;
+    if (d->kind != Dequant::GENERIC || (!row && d->a_row) || (!w4a4 && d->a_expert) || (w4a4 && !d->a_expert))
+      return false;
+  if ((row || w4a4) && (!p.stage || !aligned16(p.stage))) return false;
   if (f == Format::W4A8_INT4 && (gp.K % 128 != 0 || ap.N % 128 != 0 || p.w4_13.swizzled)) return false;
   if (fp.M != 1 || gp.topk < 1 || gp.topk > kDecodeLayerMaxTopk || fp.topk != gp.topk) return false;
   if (gp.on_input || fp.on_input) return false;

@@ -74,6 +74,7 @@ void expect_shape_fits(const Case& c) {
     p.sm_count = sms;
     p.w4_2.format = c.format;
     if (c.format == Format::W4A8_INT4 || c.act_dtype == ActDtype::FP8) p.gather.quant = cuda::Fp8Quant::ROW;
+    if (c.act_dtype == ActDtype::NVFP4) p.gather.quant = cuda::Fp8Quant::NVFP4;
     EXPECT_LE(cuda::decode_layer_w4_cols(c.K, sms), 32);
     EXPECT_LE(cuda::decode_layer_w4_smem_bytes(p), 203 * 1024) << describe(c);
     return;
@@ -164,6 +165,10 @@ const DecodeCase kW4Cases[] = {
     {"qwen3_w4a8_silu", Format::W4A8_INT4, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8},
     {"w4a8_uint4b8_gelu_tanh_bias_f16_hidden", Format::W4A8_INT4, Activation::GELU_TANH, false, GateUpOrder::UP_GATE, true, DType::F16, 1024, 384, 12, 3, false, false, ActDtype::BF16, true},
     {"w4a8_swigluoai_interleaved_top1", Format::W4A8_INT4, Activation::SWIGLUOAI, true, GateUpOrder::GATE_UP, true, DType::BF16, 4096, 256, 8, 1},
+    // NVFP4 activations (W4A4): x quantised per slot with its expert's input scale, the activation
+    // by 16-wide blocks after the barrier.
+    {"qwen3_nvfp4_w4a4_silu", Format::NVFP4, Activation::SILU, false, GateUpOrder::GATE_UP, false, DType::BF16, 2048, 768, 32, 8, false, false, ActDtype::NVFP4},
+    {"nvfp4_w4a4_swigluoai_interleaved_bias_f32_hidden_swizzled", Format::NVFP4, Activation::SWIGLUOAI, true, GateUpOrder::UP_GATE, true, DType::F32, 1056, 224, 16, 5, false, true, ActDtype::NVFP4},
 };
 
 class DecodeLayerGpu : public ::testing::TestWithParam<int> {};
@@ -249,18 +254,26 @@ TEST(DecodeLayerGpuEdge, InvalidIdsAndExpertMap) {
 }
 
 // Not taken (the chain runs; several graph nodes): 16-bit weights (measured slower), a
-// non-gated activation (relu2), more than one token, the router weight on the input; NVFP4
-// weights with NVFP4 activations (W4A4).
+// non-gated activation (relu2), more than one token, the router weight on the input; a 4-bit
+// layer with more than 32 output columns per CTA (K = 4480: 40 on 132 SMs); nvfp4-w4a4 whose
+// shared memory exceeds 128 KB (gpt-oss-120b's K = N = 2880: measured slower than the chain).
 TEST(DecodeLayerGpuEdge, OtherCallsKeepTheChain) {
   FMOE_REQUIRE_GPU();
-  for (int v = 0; v < 5; ++v) {
+  for (int v = 0; v < 6; ++v) {
     Case c = to_case(kCases[0], 960 + static_cast<uint64_t>(v));
     c.E = 16;
     if (v == 0) c.format = Format::BF16, c.fp8_static = false;
     if (v == 1) c.act = Activation::RELU2;
     if (v == 2) c.M = 2;
     if (v == 3) c.on_input = true;
-    if (v == 4) c.format = Format::NVFP4, c.act_dtype = ActDtype::NVFP4, c.fp8_static = false;
+    if (v == 4) {
+      c.format = Format::NVFP4, c.act_dtype = ActDtype::NVFP4, c.fp8_static = false;
+      c.K = 4480, c.N = 64, c.E = 4, c.topk = 4;
+    }
+    if (v == 5) {
+      c.format = Format::NVFP4, c.act_dtype = ActDtype::NVFP4, c.fp8_static = false;
+      c.K = c.N = 2880, c.E = 4, c.topk = 4;
+    }
     const LayerFile lf = make_layer(c);
     const Inputs in = make_inputs(c, c.E);
     cudaGraphNodeType type = cudaGraphNodeTypeEmpty;
