@@ -534,7 +534,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
           uint32_t rl = 0, rh = 0;
           if (in) {
             if constexpr (F == kMx) rl = slo[kbu * sstep], rh = shi[kbu * sstep];
-            else rl = slo[kbu * sstep] | (slo[kbu * sstep + 1] << 8), rh = shi[kbu * sstep] | (shi[kbu * sstep + 1] << 8);
+            else  // nvfp4: two e4m3 bytes; W4A8: the bf16 group scale
+              rl = slo[kbu * sstep] | (slo[kbu * sstep + 1] << 8), rh = shi[kbu * sstep] | (shi[kbu * sstep + 1] << 8);
           }
           uint32_t bx[4][4];  // the operand row is stored in the B-register order (mma_order)
 #pragma unroll
@@ -573,10 +574,14 @@ void launch_w4(const DecodeLayerParams& p, int64_t cols, int64_t smem, cudaStrea
   const bool row = p.gather.quant == Fp8Quant::ROW;
   const bool w4a4 = p.gather.quant == Fp8Quant::NVFP4;
   if (f == Format::W4A8_INT4) launch_cooperative<decode_layer_w4_kernel<kInt4, kU, kFp8Row>>(p, cols, smem, stream);
-  else if (f == Format::MXFP4 && row) launch_cooperative<decode_layer_w4_kernel<kMx, kU, kFp8Row>>(p, cols, smem, stream);
-  else if (f == Format::MXFP4) launch_cooperative<decode_layer_w4_kernel<kMx, kU, kBf16>>(p, cols, smem, stream);
-  else if (w4a4) launch_cooperative<decode_layer_w4_kernel<kNv, kU, kNvfp4>>(p, cols, smem, stream);
-  else launch_cooperative<decode_layer_w4_kernel<kNv, kU, kBf16>>(p, cols, smem, stream);  // (nvfp4 has no fp8 activations)
+  else if (f == Format::MXFP4 && row)
+    launch_cooperative<decode_layer_w4_kernel<kMx, kU, kFp8Row>>(p, cols, smem, stream);
+  else if (f == Format::MXFP4)
+    launch_cooperative<decode_layer_w4_kernel<kMx, kU, kBf16>>(p, cols, smem, stream);
+  else if (w4a4)
+    launch_cooperative<decode_layer_w4_kernel<kNv, kU, kNvfp4>>(p, cols, smem, stream);
+  else  // (nvfp4 has no fp8 activations)
+    launch_cooperative<decode_layer_w4_kernel<kNv, kU, kBf16>>(p, cols, smem, stream);
 }
 
 }  // namespace

@@ -1,9 +1,10 @@
 // The one-token layer kernels (decode_layer.cu, decode_layer_w4.cu) through Layer::run() against
 // the float64 oracle: every case is one token on shapes a kernel takes (decode_layer_applies:
 // fp8-tensor, fp8-block or fp8-channel; decode_layer_w4_applies: MXFP4 / NVFP4 with bf16
-// activations, MXFP4 with fp8 activations, W4A8; gated activations, top-k <= 8), so run() launches it and nothing else - checked on a
-// captured run (one kernel node). Each case also replays a captured CUDA graph (a cooperative launch inside
-// a graph) and must write the same bytes as the first run. 16-bit layers keep the chain.
+// activations, MXFP4 with fp8 activations, W4A8, NVFP4 W4A4; gated activations, top-k <= 8), so
+// run() launches it and nothing else - checked on a captured run (one kernel node). Each case also
+// replays a captured CUDA graph (a cooperative launch inside a graph) and must write the same
+// bytes as the first run. 16-bit layers keep the chain.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
