@@ -1,6 +1,9 @@
-"""Summary of the 4-bit grid: every point with % of roofline, % of the tensor-core rate, the best
-peer of the same run and the ratio to an older grid's time (a different run: indicative only).
-Usage: python3 summary.py fusedmoe-bench.json peers.json OLD_fusedmoe-bench.json > summary.md"""
+"""Summary of a 4-bit grid (issue 6): every point with % of roofline, % of the tensor-core rate,
+the best peer of the same run and the ratio to an older grid's time (a different run: indicative
+only), then the issue-6 targets per preset and format (grids without 4096 tokens show '-').
+
+    python3 bench/w4_grid_summary.py fusedmoe-bench.json peers.json [OLD_fusedmoe-bench.json] > summary.md
+"""
 import json
 import sys
 
