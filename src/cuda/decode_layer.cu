@@ -288,12 +288,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       }
       half_barrier(half);
       if (epi && ne < N) {
-        float gate = part[half][buf][0][0][lane], up = part[half][buf][0][1][lane];
-#pragma unroll
-        for (int w = 1; w < kHalfWarps; ++w) {
-          gate += part[half][buf][w][0][lane];
-          up += part[half][buf][w][1][lane];
-        }
+        float gate, up;
+        sum_task_parts(part[half][buf], lane, gate, up);
         // ActivationRowStore::make's factor, from the scales loaded above (dynamic fp8-tensor: x's
         // scale from this kernel); fp8-channel dequantises per column first, as fix_h:
         // v * (a_row * w[e, column]).

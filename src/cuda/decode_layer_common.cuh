@@ -33,6 +33,18 @@ __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
 }
 
+// A GEMM1 task's gate / up sums of output `o`: the partial sums of its kW warps ([warp][gate, up]
+// [output]) added in warp order (deterministic).
+template <int kW, int kO>
+__device__ __forceinline__ void sum_task_parts(const float (&part)[kW][2][kO], int o, float& gate, float& up) {
+  gate = part[0][0][o], up = part[0][1][o];
+#pragma unroll
+  for (int w = 1; w < kW; ++w) {
+    gate += part[w][0][o];
+    up += part[w][1][o];
+  }
+}
+
 __host__ __device__ inline bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 // Cooperative (the grid barrier needs every CTA resident: one CTA per SM) with programmatic

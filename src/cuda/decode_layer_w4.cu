@@ -114,38 +114,30 @@ template <int F>
 __device__ __forceinline__ void mma_w4_kblock(float (&c)[4], const uint4& lo, const uint4& hi, uint32_t raw_lo,
                                               uint32_t raw_hi, const uint32_t (&b)[4][4], const uint32_t* table,
                                               bool uint4b8) {
-  if constexpr (F == kInt4) {
-    float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      uint32_t pl[4], ph[4];
-      decode_word<F>(q == 0 ? lo.x : q == 1 ? lo.y : q == 2 ? lo.z : lo.w, 0u, uint4b8, pl);
-      decode_word<F>(q == 0 ? hi.x : q == 1 ? hi.y : q == 2 ? hi.z : hi.w, 0u, uint4b8, ph);
-      const uint32_t a0[4] = {pl[0], ph[0], pl[1], ph[1]};
-      const uint32_t a1[4] = {pl[2], ph[2], pl[3], ph[3]};
-      mma16816<F>(part, a0, b[q][0], b[q][1]);
-      mma16816<F>(part, a1, b[q][2], b[q][3]);
-    }
-    const float s_lo = __uint_as_float(raw_lo << 16), s_hi = __uint_as_float(raw_hi << 16);
-    c[0] = fmaf(part[0], s_lo, c[0]);
-    c[1] = fmaf(part[1], s_lo, c[1]);
-    c[2] = fmaf(part[2], s_hi, c[2]);
-    c[3] = fmaf(part[3], s_hi, c[3]);
-    return;
+  uint32_t s_lo[2] = {0u, 0u}, s_hi[2] = {0u, 0u};  // e2m1 multipliers; nvfp4: the lane's two 16-blocks
+  if constexpr (F != kInt4) {
+    s_lo[0] = table[raw_lo & 0xFFu], s_hi[0] = table[raw_hi & 0xFFu];
+    if constexpr (F == kNv) s_lo[1] = table[(raw_lo >> 8) & 0xFFu], s_hi[1] = table[(raw_hi >> 8) & 0xFFu];
+    else s_lo[1] = s_lo[0], s_hi[1] = s_hi[0];
   }
-  uint32_t s_lo[2], s_hi[2];  // nvfp4: the two 16-blocks of the lane's 32 values
-  s_lo[0] = table[raw_lo & 0xFFu], s_hi[0] = table[raw_hi & 0xFFu];
-  if constexpr (F == kNv) s_lo[1] = table[(raw_lo >> 8) & 0xFFu], s_hi[1] = table[(raw_hi >> 8) & 0xFFu];
-  else s_lo[1] = s_lo[0], s_hi[1] = s_hi[0];
+  float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  float (&dst)[4] = F == kInt4 ? part : c;  // W4A8: the group's sums, scaled below
 #pragma unroll
   for (int q = 0; q < 4; ++q) {
     uint32_t pl[4], ph[4];
-    decode_word<F, true>(q == 0 ? lo.x : q == 1 ? lo.y : q == 2 ? lo.z : lo.w, s_lo[q >> 1], false, pl);
-    decode_word<F, true>(q == 0 ? hi.x : q == 1 ? hi.y : q == 2 ? hi.z : hi.w, s_hi[q >> 1], false, ph);
+    decode_word<F, true>(q == 0 ? lo.x : q == 1 ? lo.y : q == 2 ? lo.z : lo.w, s_lo[q >> 1], uint4b8, pl);
+    decode_word<F, true>(q == 0 ? hi.x : q == 1 ? hi.y : q == 2 ? hi.z : hi.w, s_hi[q >> 1], uint4b8, ph);
     const uint32_t a0[4] = {pl[0], ph[0], pl[1], ph[1]};
     const uint32_t a1[4] = {pl[2], ph[2], pl[3], ph[3]};
-    mma16816<F>(c, a0, b[q][0], b[q][1]);
-    mma16816<F>(c, a1, b[q][2], b[q][3]);
+    mma16816<F>(dst, a0, b[q][0], b[q][1]);
+    mma16816<F>(dst, a1, b[q][2], b[q][3]);
+  }
+  if constexpr (F == kInt4) {
+    const float g_lo = __uint_as_float(raw_lo << 16), g_hi = __uint_as_float(raw_hi << 16);
+    c[0] = fmaf(part[0], g_lo, c[0]);
+    c[1] = fmaf(part[1], g_lo, c[1]);
+    c[2] = fmaf(part[2], g_hi, c[2]);
+    c[3] = fmaf(part[3], g_hi, c[3]);
   }
 }
 
@@ -335,10 +327,12 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         int64_t ge = 0, ue = 0;
         gate_up_columns(ap, ne, ge, ue);
         if (ap.bias) j.bg = ap.bias[er + ge], j.bu = ap.bias[er + ue];
-        // generic_factor's product (a_row: x's scale in kRow; a_expert: W4A4's input scale;
-        // nvfp4: the expert's global scale), in its order.
+        // generic_factor_with_row's product (a_row: x's scale in kRow; a_expert: W4A4's input
+        // scale; w_expert: NVFP4's global weight scale) with the a_expert test resolved at compile
+        // time: the helper's run-time test made the NVFP4 layers 2-3% slower at one token (H100,
+        // bench/results/2026-11-26-h100-decode-layer-w4/review).
         float f = 1.0f;
-        if constexpr (kRow) f *= x_scale;
+        f *= kRow ? x_scale : 1.0f;
         if constexpr (kA == kNvfp4) f *= ap.dq.a_expert[e];
         if (ap.dq.w_expert) f *= ap.dq.w_expert[e];
         j.ds = f;
@@ -396,12 +390,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       half_barrier(half);
       const int64_t ne = static_cast<int64_t>(j.ob) * kOuts + lane;
       if (epi && ne < N) {
-        float gate = part[half][buf][0][0][lane], up = part[half][buf][0][1][lane];
-#pragma unroll
-        for (int w = 1; w < kHalfWarps; ++w) {
-          gate += part[half][buf][w][0][lane];
-          up += part[half][buf][w][1][lane];
-        }
+        float gate, up;
+        sum_task_parts(part[half][buf], lane, gate, up);
         // The mma kernel's D (sums x 2^kE2m1Shift, exact), then the activation kernel's steps,
         // stored at its place in GEMM2's B-register order (see x above).
         ActivationRowStore st;
@@ -465,12 +455,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         const float perm[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};  // mma_order
         store8_row_codes(a2s, kOp, static_cast<int64_t>(s) * N + 8 * static_cast<int64_t>(l), perm, s2);
       }
-      if (lane == 0) {
-        float f = 1.0f;
-        f *= s2;
-        if (p.fin.dq.w_expert) f *= p.fin.dq.w_expert[expert[s]];
-        factor[s] = f;
-      }
+      if (lane == 0) factor[s] = generic_factor_with_row(p.fin.dq, s2, expert[s]);
     }
     __syncthreads();
   }

@@ -488,13 +488,19 @@ __device__ __forceinline__ void quantise_nvfp4_row(void* out, Operand op, int64_
   }
 }
 
-// The GENERIC dequant factor of row r (expert e).
-__device__ __forceinline__ float generic_factor(const Dequant& dq, int64_t r, int64_t e) {
+// The GENERIC dequant factor of expert e with the row's activation scale a_row (1 where the
+// format has none; x 1 is exact, so the product is generic_factor's). For kernels that compute
+// the row scale themselves (the one-token kernels).
+__device__ __forceinline__ float generic_factor_with_row(const Dequant& dq, float a_row, int64_t e) {
   float f = 1.0f;
-  if (dq.a_row) f *= dq.a_row[r];
+  f *= a_row;
   if (dq.a_expert) f *= dq.a_expert[e];
   if (dq.w_expert) f *= dq.w_expert[e];
   return f;
+}
+// The GENERIC dequant factor of row r (expert e).
+__device__ __forceinline__ float generic_factor(const Dequant& dq, int64_t r, int64_t e) {
+  return generic_factor_with_row(dq, dq.a_row ? dq.a_row[r] : 1.0f, e);
 }
 
 }  // namespace fusedmoe::cuda

@@ -263,13 +263,13 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           const uint4 x = xa[j][q];
-          const uint32_t b04 = prmt(x.x, x.z, 0x5410), b15 = prmt(x.x, x.z, 0x7632);
-          const uint32_t b26 = prmt(x.y, x.w, 0x5410), b37 = prmt(x.y, x.w, 0x7632);
+          uint32_t b[4];  // (k0,k4) (k1,k5) | (k2,k6) (k3,k7)
+          permute_b(x, b);
           const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
           const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
           float (&dst)[4] = F == kInt4 ? part[j] : acc[j];
-          mma16816<F>(dst, a0, b04, b15);
-          mma16816<F>(dst, a1, b26, b37);
+          mma16816<F>(dst, a0, b[0], b[1]);
+          mma16816<F>(dst, a1, b[2], b[3]);
         }
       }
       if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
