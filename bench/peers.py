@@ -410,10 +410,20 @@ class Timer:
         self.cuda = cuda
         self.flush = t.empty(flush_bytes, dtype=t.uint8, device="cuda") if (cuda and flush_bytes > 0) else None
         self.n = 0
+        # fusedmoe-bench's --flush-mode (timing.hpp): read leaves the L2 clean, write (a fill)
+        # leaves it full of dirty lines whose write-backs the timed run pays.
+        self.flush_mode = getattr(args, "flush_mode", "read")
+        if self.flush is not None and self.flush_mode == "read":
+            self.flush.fill_(0x5A)
+            self.flush_words = self.flush[: flush_bytes // 4 * 4].view(t.int32)
 
     def _flush(self):
-        if self.flush is not None:
-            self.n += 1
+        if self.flush is None:
+            return
+        self.n += 1
+        if self.flush_mode == "read":
+            self.flush_words.sum()  # a read pass over the buffer (result unused)
+        else:
             self.flush.fill_((self.n * 37 + 1) & 0xFF)
 
     def _sync(self):
@@ -486,6 +496,8 @@ def main(argv=None) -> int:
     ap.add_argument("--target-ms", type=float, default=100.0)
     ap.add_argument("--graph-max-m", type=int, default=256)
     ap.add_argument("--flush-mb", type=float, default=-1, help="default: max(256, 4 x L2) MiB")
+    ap.add_argument("--flush-mode", choices=["read", "write"], default=None,
+                    help="default: the bench JSON's method.flush_mode (write where absent: older JSONs)")
     ap.add_argument("--check-tokens", type=int, default=8)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--max-minutes", type=float, default=0)
@@ -495,6 +507,8 @@ def main(argv=None) -> int:
     with open(a.bench_json) as f:
         bench = json.load(f)
     base = os.path.dirname(os.path.abspath(a.bench_json))
+    if a.flush_mode is None:
+        a.flush_mode = bench.get("method", {}).get("flush_mode", "write")  # older JSONs: memset flush
     out_path = a.out or os.path.join(base, "peers.json")
     peers = [p for p in a.peers.split(",") if p]
     for p in peers:
@@ -536,6 +550,7 @@ def main(argv=None) -> int:
         "bench_json": os.path.abspath(a.bench_json), "available": have,
         "method": {"warmup": a.warmup, "min_reps": a.min_reps, "max_reps": a.max_reps, "target_ms": a.target_ms,
                    "graph_max_m": a.graph_max_m, "flush_bytes": flush_bytes,
+                   "flush_mode": a.flush_mode,
                    "check": "float32 reference on sampled tokens, activations unquantised; "
                             "tolerance bf16 2e-2, fp8 1e-1"},
         "points": [],

@@ -415,7 +415,8 @@ def render(bench, peers=None, repeat=None, command=None, plots=None, plots_note=
     lines += ["## Method", "", _md_escape(m.get("description", "")), "",
               f"Warm-up {m.get('warmup')}, reps between {m.get('min_reps')} and {m.get('max_reps')} "
               f"(about {m.get('target_ms')} ms of timed work per point), graphs for M ≤ {m.get('graph_max_m')}, "
-              f"{m.get('rotate')} rotated input sets, L2 flush {fnum((m.get('flush_bytes') or 0) / 2**20, '{:.0f}')} MiB, "
+              f"{m.get('rotate')} rotated input sets, L2 flush {fnum((m.get('flush_bytes') or 0) / 2**20, '{:.0f}')} MiB "
+              f"({m.get('flush_mode', 'write')}), "
               f"oracle sample up to {m.get('check_tokens')} tokens, fp8-tensor activation scales "
               f"{m.get('fp8_act_scale')}.", "",
               "fusedmoe/peer is the speed ratio peer time / fusedmoe time (> 1: fusedmoe faster). "

@@ -113,11 +113,12 @@ double time_gemm(cublasLtHandle_t lt, const GemmSpec& g, int size, int reps, cud
 
 }  // namespace
 
-Ceilings measure_ceilings(const CeilingOptions& opt, cudaStream_t stream, void* flush_buffer, size_t flush_bytes) {
+Ceilings measure_ceilings(const CeilingOptions& opt, cudaStream_t stream, void* flush_buffer, size_t flush_bytes,
+                          FlushMode flush_mode) {
   Ceilings c;
   c.measured = true;
   std::ostringstream errs;
-  RepTimer timer(stream, flush_buffer, flush_bytes, std::max(opt.reps, 4));
+  RepTimer timer(stream, flush_buffer, flush_bytes, std::max(opt.reps, 4), flush_mode);
   const int sms = std::max(1, opt.device_sm_count);
 
   // HBM read bandwidth.

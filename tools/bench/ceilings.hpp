@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "timing.hpp"
+
 namespace fmbench {
 
 struct CeilingOptions {
@@ -29,6 +31,7 @@ struct Ceilings {
   std::string errors;           // what could not be measured, and why
 };
 
-Ceilings measure_ceilings(const CeilingOptions& opt, cudaStream_t stream, void* flush_buffer, size_t flush_bytes);
+Ceilings measure_ceilings(const CeilingOptions& opt, cudaStream_t stream, void* flush_buffer, size_t flush_bytes,
+                          FlushMode flush_mode);
 
 }  // namespace fmbench

@@ -100,6 +100,16 @@ __global__ void hbm_read_kernel(const uint4* __restrict__ p, size_t n, unsigned 
   if (acc == 0x9e3779b9u && threadIdx.x == 1023) atomicAdd(sink, 1ULL);
 }
 
+__global__ void l2_flush_read_kernel(const uint4* __restrict__ p, size_t n, unsigned long long* sink) {
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  uint32_t acc = 0;
+  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const uint4 v = __ldcg(p + i);
+    acc ^= v.x ^ v.y ^ v.z ^ v.w;
+  }
+  if (acc == 0x9e3779b9u && threadIdx.x == 1023) atomicAdd(sink, 1ULL);
+}
+
 template <typename Bits>
 __global__ void nonfinite_kernel(const Bits* data, size_t n, Bits exp_mask, unsigned long long* counter) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
@@ -172,6 +182,12 @@ void hbm_read(const void* data, size_t bytes, int blocks, int threads, int unrol
     case 8: hbm_read_kernel<8><<<blocks, threads, 0, stream>>>(p, n, sink); break;
     default: throw std::invalid_argument("hbm_read: unroll must be 1, 2, 4 or 8");
   }
+  FMB_LAUNCH_CHECK();
+}
+
+void l2_flush_read(const void* data, size_t bytes, unsigned long long* sink, cudaStream_t stream) {
+  // A few waves of 512-thread blocks on any Hopper part; the flush is not timed.
+  l2_flush_read_kernel<<<1056, 512, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16, sink);
   FMB_LAUNCH_CHECK();
 }
 

@@ -32,6 +32,12 @@ void set_column0(void* data, fusedmoe::DType dtype, int64_t rows, int64_t cols, 
 void hbm_read(const void* data, size_t bytes, int blocks, int threads, int unroll,
               unsigned long long* sink, cudaStream_t stream);
 
+// The L2 flush of FlushMode::kRead (timing.hpp): reads `bytes` (a multiple of 16) with 16-byte
+// loads that allocate in L2 (ld.global.cg, normal eviction priority - the streaming loads of
+// hbm_read may leave older lines in place), so every line the L2 holds afterwards is a clean line
+// of this buffer. Same never-taken sink as hbm_read.
+void l2_flush_read(const void* data, size_t bytes, unsigned long long* sink, cudaStream_t stream);
+
 // Adds the number of non-finite elements of a F32 / F16 / BF16 tensor to *counter (device).
 void count_nonfinite(const void* data, fusedmoe::DType dtype, size_t n, unsigned long long* counter,
                      cudaStream_t stream);

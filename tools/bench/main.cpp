@@ -59,6 +59,7 @@ struct Options {
   int64_t graph_max_m = 256;
   int rotate = 4;
   double flush_mb = -1;  // < 0: max(256 MiB, 4 x L2)
+  FlushMode flush_mode = FlushMode::kRead;
   int stage_runs = 3;
   bool check = true;
   int check_tokens = 8;
@@ -103,7 +104,9 @@ method
                        reps (B default 1500) and 1 stage run
   --graph-max-m M      time M <= this by CUDA-graph replay (default 256; 0 = never)
   --rotate N           input sets rotated between reps (default 4)
-  --flush-mb MB        L2 flush buffer written before every rep (default max(256, 4 x L2); 0 = off)
+  --flush-mb MB        L2 flush buffer passed over before every rep (default max(256, 4 x L2); 0 = off)
+  --flush-mode MODE    read (default: loads over the buffer, the L2 left clean) or write (a memset:
+                       the L2 left full of dirty lines whose write-backs the timed run then pays)
   --stage-runs N       run_timed() runs for the stage breakdown (default 3; 0 = off)
   --check-tokens N     tokens compared with the CPU float64 oracle per point (default 8)
   --check-macs X       cap on the oracle's multiply-adds per point (default 2e9; fewer tokens if over)
@@ -237,6 +240,9 @@ bool parse_args(int argc, char** argv, Options* o) {
       o->fp8_act_scale = v;
       if (o->fp8_act_scale != "static" && o->fp8_act_scale != "dynamic" && o->fp8_act_scale != "auto")
         return bad("--fp8-act-scale", v);
+    } else if (a == "--flush-mode") {
+      if (!(v = need(i))) return false;
+      if (!parse_flush_mode(v, &o->flush_mode)) return bad("--flush-mode", v);
     } else if (a == "--fp32-rate") {
       if (!(v = need(i))) return false;
       o->fp32_rate = v;
@@ -876,7 +882,9 @@ int main(int argc, char** argv) {
                                             : static_cast<size_t>(opt.flush_mb * (1 << 20));
       if (flush_bytes) flush_buf.alloc(flush_bytes);
       info.flush_bytes = flush_bytes;
-      timer = std::make_unique<RepTimer>(stream, flush_buf.get(), flush_bytes, std::max(opt.max_reps, 1));
+      info.flush_mode = flush_mode_name(opt.flush_mode);
+      timer = std::make_unique<RepTimer>(stream, flush_buf.get(), flush_bytes, std::max(opt.max_reps, 1),
+                                         opt.flush_mode);
       std::fprintf(stderr, "fusedmoe-bench: %s, %d SMs, L2 %.0f MB\n", info.device.name.c_str(), info.device.sm_count,
                    info.device.l2_bytes / 1e6);
       if (opt.ceilings) {
@@ -885,7 +893,7 @@ int main(int argc, char** argv) {
         co.device_sm_count = info.device.sm_count;
         co.gemm_size = opt.gemm_size;
         co.gemm_size_fp32 = opt.gemm_size;
-        info.ceilings = measure_ceilings(co, stream, flush_buf.get(), flush_bytes);
+        info.ceilings = measure_ceilings(co, stream, flush_buf.get(), flush_bytes, opt.flush_mode);
         sample_clocks(info.device, "after ceilings");
       }
     } catch (const std::exception& e) {

@@ -179,13 +179,15 @@ std::string json_dump(const RunInfo& info, const std::vector<Point>& points) {
   m["rotate"] = info.rotate;
   m["graph_max_m"] = info.graph_max_m;
   m["flush_bytes"] = info.flush_bytes;
+  m["flush_mode"] = info.flush_mode;
   m["stage_runs"] = info.stage_runs;
   m["check_tokens"] = info.check_tokens;
   m["check_macs"] = info.check_macs;
   m["seed"] = info.seed;
   m["fp8_act_scale"] = info.fp8_act_scale;
   m["description"] =
-      "per rep: L2 flush (memset of a buffer > L2, not timed), event, run() (a CUDA graph of one run() for "
+      "per rep: L2 flush (a pass over a buffer > L2, not timed: flush_mode read = loads, the L2 left clean; "
+      "write = a memset, the L2 left dirty), event, run() (a CUDA graph of one run() for "
       "M <= graph_max_m, rotating over `rotate` input sets; direct call otherwise), event; median and p10/p90 over "
       "reps. Before timing, the output is poisoned, checked for non-finite values and compared on a token sample "
       "with the CPU float64 oracle (Backend::CPU, ORACLE_FP64, same routing, experts copied back). FLOPs = 2 * valid "

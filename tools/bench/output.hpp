@@ -59,6 +59,7 @@ struct RunInfo {
   double target_ms = 0, check_macs = 0;
   long long graph_max_m = 0;
   size_t flush_bytes = 0;
+  std::string flush_mode = "read";
   uint64_t seed = 0;
   double wall_s = 0;
   std::vector<std::string> presets_spec;  // shape specs of the grid

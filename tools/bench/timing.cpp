@@ -5,6 +5,7 @@
 #include <exception>
 
 #include "common.hpp"
+#include "kernels.hpp"
 
 namespace fmbench {
 
@@ -34,8 +35,26 @@ Stats summarize(std::vector<double> v) {
   return st;
 }
 
-RepTimer::RepTimer(cudaStream_t stream, void* flush_buffer, size_t flush_bytes, int max_reps)
-    : stream_(stream), flush_buffer_(flush_buffer), flush_bytes_(flush_buffer ? flush_bytes : 0), max_reps_(max_reps) {
+const char* flush_mode_name(FlushMode m) { return m == FlushMode::kRead ? "read" : "write"; }
+
+bool parse_flush_mode(const std::string& s, FlushMode* m) {
+  if (s == "read") *m = FlushMode::kRead;
+  else if (s == "write") *m = FlushMode::kWrite;
+  else return false;
+  return true;
+}
+
+RepTimer::RepTimer(cudaStream_t stream, void* flush_buffer, size_t flush_bytes, int max_reps, FlushMode mode)
+    : stream_(stream),
+      flush_buffer_(flush_buffer),
+      flush_bytes_(flush_buffer ? flush_bytes / 16 * 16 : 0),
+      max_reps_(max_reps),
+      mode_(mode) {
+  if (flush_bytes_ && mode_ == FlushMode::kRead) {
+    FMB_CUDA(cudaMalloc(&sink_, sizeof(unsigned long long)));
+    FMB_CUDA(cudaMemsetAsync(sink_, 0, sizeof(unsigned long long), stream_));
+    FMB_CUDA(cudaMemsetAsync(flush_buffer_, 0x5a, flush_bytes_, stream_));
+  }
   start_.resize(static_cast<size_t>(max_reps));
   stop_.resize(static_cast<size_t>(max_reps));
   for (int i = 0; i < max_reps; ++i) {
@@ -45,12 +64,17 @@ RepTimer::RepTimer(cudaStream_t stream, void* flush_buffer, size_t flush_bytes, 
 }
 
 RepTimer::~RepTimer() {
+  if (sink_) cudaFree(sink_);
   for (cudaEvent_t e : start_) cudaEventDestroy(e);
   for (cudaEvent_t e : stop_) cudaEventDestroy(e);
 }
 
 void RepTimer::flush() {
   if (flush_bytes_ == 0) return;
+  if (mode_ == FlushMode::kRead) {
+    l2_flush_read(flush_buffer_, flush_bytes_, sink_, stream_);
+    return;
+  }
   // A different byte each time, so no layer of the memory system can skip the write.
   FMB_CUDA(cudaMemsetAsync(flush_buffer_, (flush_count_++ * 37 + 1) & 0xff, flush_bytes_, stream_));
 }

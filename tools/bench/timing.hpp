@@ -1,6 +1,13 @@
 #pragma once
-// Timing: per repetition an L2 flush (a write of a buffer larger than L2, not timed), then a
+// Timing: per repetition an L2 flush (a pass over a buffer larger than L2, not timed), then a
 // start event, the timed work (a direct call or a CUDA-graph launch), a stop event.
+//
+// Flush modes. kWrite (a memset of the buffer) leaves the L2 full of dirty lines of that buffer:
+// the timed work's first ~L2-size of misses then each evict a dirty line, so its reads share
+// HBM with up to L2-size of write-backs that belong to the flush, not to the work (about as
+// many bytes as a one-token layer reads). kRead (16-byte loads over the buffer, allocated in L2)
+// evicts the same data but leaves clean lines: the work starts with no write-back debt, as the
+// read-bandwidth ceiling (a multi-GB read) is measured.
 #include <cuda_runtime.h>
 
 #include <functional>
@@ -17,10 +24,17 @@ struct Stats {
 Stats summarize(std::vector<double> v);
 double percentile_sorted(const std::vector<double>& sorted, double q);
 
+enum class FlushMode { kRead, kWrite };
+const char* flush_mode_name(FlushMode m);
+// "read" / "write" -> mode; false for anything else.
+bool parse_flush_mode(const std::string& s, FlushMode* m);
+
 class RepTimer {
  public:
-  // flush_bytes == 0 disables the flush.
-  RepTimer(cudaStream_t stream, void* flush_buffer, size_t flush_bytes, int max_reps);
+  // flush_bytes == 0 disables the flush. kRead fills the buffer once here (its bytes are read by
+  // every flush and must be initialised).
+  RepTimer(cudaStream_t stream, void* flush_buffer, size_t flush_bytes, int max_reps,
+           FlushMode mode = FlushMode::kRead);
   ~RepTimer();
   RepTimer(const RepTimer&) = delete;
   RepTimer& operator=(const RepTimer&) = delete;
@@ -38,6 +52,8 @@ class RepTimer {
   void* flush_buffer_;
   size_t flush_bytes_;
   int max_reps_;
+  FlushMode mode_;
+  unsigned long long* sink_ = nullptr;  // kRead: the flush kernel's never-written result
   int flush_count_ = 0;
   std::vector<cudaEvent_t> start_, stop_;
 };
