@@ -193,6 +193,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
                            aligned16(p.w4_2.scale);
 
   // ---- 1. x, slots, scale table ----
+  // The slots' ids and router weights are loaded first, into registers, and used after x (as
+  // decode_layer.cu: loaded after x's quantisation they waited for it).
+  const int32_t slot_id = tid < topk ? p.ids[tid] : -1;
+  const float slot_weight = tid < topk ? p.fin.topk_weights[tid] : 0.0f;
   // x (in mma_order): bf16, or (kRow) its row's e4m3 codes as 16-bit values after a block-wide
   // amax (the gather's ROW case).
   float s1 = 1.0f;
@@ -214,8 +218,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     else store8_operand16(xs, Operand::BF16, l * 8, perm);
   }
   if (tid < topk) {
-    expert[tid] = local_expert(p.ids, p.expert_map, tid, p.num_experts, p.num_global);
-    weight[tid] = p.fin.topk_weights[tid];
+    expert[tid] = local_expert_of(slot_id, p.expert_map, p.num_experts, p.num_global);
+    weight[tid] = slot_weight;
   }
   if constexpr (F != kInt4)
     for (int i = tid; i < 256; i += kThreads) table[i] = scale_bits<F>(static_cast<uint32_t>(i));

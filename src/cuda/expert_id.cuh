@@ -8,12 +8,16 @@
 
 namespace fusedmoe::cuda {
 
-__device__ __forceinline__ int32_t local_expert(const int32_t* ids, const int32_t* emap, int64_t i, int E,
-                                                int64_t num_global) {
-  const int32_t g = ids[i];
+// The local expert of global id g (already loaded).
+__device__ __forceinline__ int32_t local_expert_of(int32_t g, const int32_t* emap, int E, int64_t num_global) {
   if (g < 0 || g >= num_global) return -1;
   const int32_t e = emap ? emap[g] : g;
   return (e >= 0 && e < E) ? e : -1;  // unmapped, or a map entry outside the local range
+}
+
+__device__ __forceinline__ int32_t local_expert(const int32_t* ids, const int32_t* emap, int64_t i, int E,
+                                                int64_t num_global) {
+  return local_expert_of(ids[i], emap, E, num_global);
 }
 
 }  // namespace fusedmoe::cuda
