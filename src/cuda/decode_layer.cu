@@ -102,6 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   constexpr int kBytes = 1;
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t w2_bar;
+  __shared__ __align__(8) uint64_t a2_bar;  // static fp8-tensor: the GEMM2 operand rows' bulk copy
   __shared__ int32_t expert[kMaxSlots];
   __shared__ float weight[kMaxSlots], factor[kMaxSlots];
   __shared__ float a1_tensor, a2_tensor, act_s2;
@@ -117,7 +118,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   uint8_t* w2s = smem;                                     // [topk][cols][w2_row]
   uint8_t* xs = w2s + topk * cols * w2_row;               // [x_row] GEMM1 operand
   float* bias2 = reinterpret_cast<float*>(xs + x_row);     // [topk][cols] GEMM2 bias of the columns
-  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // staged modes: [topk][w2_row] GEMM2 operand
+  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // [topk][w2_row] GEMM2 operand
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
   const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
@@ -176,6 +177,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   }
   if (tid == 0) {
     mbar_init(&w2_bar, 1);
+    mbar_init(&a2_bar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -414,13 +416,25 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     __syncthreads();
   }
 
+  if constexpr (!kStaged) {
+    // Every slot's operand row (written by the GEMM1 epilogues of all CTAs, at L2 after the
+    // barrier) into shared memory with one bulk copy: one L2 round trip before GEMM2 instead of
+    // one per step of each warp's k loop. Rows of slots without an expert are copied unused.
+    if (tid == 0 && ncols > 0) {
+      asm volatile("fence.proxy.async.global;" ::: "memory");  // the generic-proxy stores, to the copy
+      const uint32_t bytes = static_cast<uint32_t>(topk * w2_row);
+      mbar_expect_tx(&a2_bar, bytes);
+      bulk_load_1d(a2s, p.act.out, bytes, &a2_bar);
+    }
+  }
+
   // ---- 4. GEMM2 of the CTA's columns from shared memory, then the top-k sum ----
   // Units (slot, 16-column block, k part): all 16 warps busy where slots x blocks < 16 (Qwen3: 8
   // units of 12 k-blocks -> 16 of 6). Each warp keeps two accumulator sets (even / odd k-blocks)
   // to halve the MMA dependency chain; the sums meet in a fixed order below.
   if (ncols > 0) {
     mbar_wait(&w2_bar, 0);
-    const uint8_t* a2 = static_cast<const uint8_t*>(p.act.out);
+    if constexpr (!kStaged) mbar_wait(&a2_bar, 0);
     const int64_t qs = (ncols + 15) / 16;  // 16-column MMA row blocks
     const int64_t kblocks = (w2_row + kKBlockBytes - 1) / kKBlockBytes;
     const int64_t pairs = topk * qs;
@@ -435,7 +449,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       // sums are not used.
       const uint8_t* wlo = w2s + (s * cols + q * 16 + g) * w2_row + 16 * t;
       const uint8_t* whi = wlo + 8 * w2_row;
-      const uint8_t* ar = a2 + s * w2_row + 16 * t;
       float c[2][4] = {};
       const float* sw2 = nullptr;  // fp8-block: the 128 x 128 scales of these 16 columns' row block
       if constexpr (kBlock) sw2 = p.w2_scale + (expert[s] * (K / 128) + (c0 + q * 16) / 128) * (N / 128);
@@ -451,8 +464,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           const bool in = kb + u < kblocks && off + 16 * t < w2_row;
           wl[u] = in ? ld_shared16(wlo + off) : make_uint4(0, 0, 0, 0);
           wh[u] = in ? ld_shared16(whi + off) : make_uint4(0, 0, 0, 0);
-          if constexpr (kStaged) xv[u] = in ? ld_shared16(a2s + s * w2_row + 16 * t + off) : make_uint4(0, 0, 0, 0);
-          else xv[u] = in ? ld_l2_16(ar + off) : make_uint4(0, 0, 0, 0);
+          xv[u] = in ? ld_shared16(a2s + s * w2_row + 16 * t + off) : make_uint4(0, 0, 0, 0);
         }
         if constexpr (kBlock) {
           float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
@@ -491,7 +503,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
 template <int kMode>
 void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
-  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode != kTensorMode);
+  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count);
   launch_cooperative<decode_layer_kernel<kMode>>(p, cols, smem, stream);
 }
 
@@ -503,10 +515,9 @@ int64_t decode_layer_cols(int64_t K, int sm_count) {
   return (per + 15) / 16 * 16;
 }
 
-int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool staged) {
-  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32); fp8-block / fp8-channel:
-  // GEMM2's operand rows
-  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K + (staged ? topk * N : 0);
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count) {
+  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32), GEMM2's operand rows (e4m3)
+  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K + topk * N;
 }
 
 bool decode_layer_applies(const DecodeLayerParams& p) {
@@ -547,7 +558,7 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   if (!aligned16(gp.x) || !aligned16(p.w13) || !aligned16(p.w2) || !aligned16(ap.out) || !aligned16(fp.bias))
     return false;
   if (p.sm_count <= 0 || decode_layer_cols(K, p.sm_count) > kMaxCols) return false;
-  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count, block || channel || dynamic) <= kMaxDynSmem;
+  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count) <= kMaxDynSmem;
 }
 
 void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {
