@@ -55,15 +55,7 @@ using small_m::mma_kblock;
 constexpr int kUnroll = 4;                 // k-blocks per lane in flight
 constexpr int kMaxKGroups = 64;            // fp8-block: 128-wide groups of x (K <= 8192)
 constexpr int kMaxNGroups = 32;            // fp8-block: 128-wide groups of GEMM2's operand (N <= 4096)
-constexpr int kHeld = 4;                   // staged chunks of 8 per lane kept in registers while quantising
 
-// Chunk l (8 floats) of an fp32 staging row written by other CTAs before the grid barrier (read at
-// L2), or zeros.
-__device__ __forceinline__ void load_staged8(const float4* row, int l, bool ok, float (&v)[8]) {
-  float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
-  if (ok) lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
-  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
-}
 // The e4m3 codes of chunk l with a row scale (quant_row) or a tensor scale (quant_tensor).
 __device__ __forceinline__ void store_row_codes8(uint8_t* out, int l, const float (&v)[8], float s) {
   const uint4 codes = pack8_row_codes(Operand::FP8, v, s);

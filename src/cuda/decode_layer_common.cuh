@@ -29,6 +29,17 @@ __device__ __forceinline__ uint4 ld_shared16(const uint8_t* p) { return *reinter
 // never from a possibly stale L1 line.
 __device__ __forceinline__ uint4 ld_l2_16(const uint8_t* p) { return __ldcg(reinterpret_cast<const uint4*>(p)); }
 
+// Chunk l (8 floats) of an fp32 staging row written by other CTAs before the grid barrier (read at
+// L2), or zeros.
+__device__ __forceinline__ void load_staged8(const float4* row, int l, bool ok, float (&v)[8]) {
+  float4 lo = make_float4(0.0f, 0.0f, 0.0f, 0.0f), hi = lo;
+  if (ok) lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
+  v[0] = lo.x, v[1] = lo.y, v[2] = lo.z, v[3] = lo.w, v[4] = hi.x, v[5] = hi.y, v[6] = hi.z, v[7] = hi.w;
+}
+// Staged chunks of 8 per lane (or thread) kept in registers between a row's amax and its codes
+// (rows up to 32 x kHeld chunks read once at L2, longer rows' rest twice).
+constexpr int kHeld = 4;
+
 __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
 }

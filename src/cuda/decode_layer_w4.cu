@@ -441,23 +441,40 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   cooperative_groups::this_grid().sync();
   if constexpr (kRow) {
     // Every slot's staged row quantised with its own scale (one warp per slot, as decode_layer.cu's
-    // fp8-channel mode; the row read twice at L2: amax, then codes) into shared memory in
-    // mma_order; the slot's factor is generic_factor's product with a_row = that scale.
+    // fp8-channel mode: the first kHeld chunks of 8 per lane stay in registers between the amax
+    // and the codes, longer rows read the rest twice at L2) into shared memory in mma_order; the
+    // slot's factor is generic_factor's product with a_row = that scale.
     const int per_row = static_cast<int>(N / 8);
+    auto store_codes = [&](int s, int l, const float (&v)[8], float s2) {
+      const float perm[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};  // mma_order
+      store8_row_codes(a2s, kOp, static_cast<int64_t>(s) * N + 8 * static_cast<int64_t>(l), perm, s2);
+    };
     for (int s = warp; s < topk; s += kWarps) {
       if (expert[s] < 0) continue;
       const float4* row = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(s) * N);
+      float v[kHeld][8];
       float m = 0.0f;
-      for (int l = lane; l < per_row; l += 32) {
-        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
-        const float v[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-        m = fmaxf(m, amax8(v));
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i) {
+        const int l = lane + 32 * i;
+        load_staged8(row, l, l < per_row, v[i]);
+        m = fmaxf(m, amax8(v[i]));
+      }
+      for (int l = lane + 32 * kHeld; l < per_row; l += 32) {
+        float w[8];
+        load_staged8(row, l, true, w);
+        m = fmaxf(m, amax8(w));
       }
       const float s2 = scale_from_amax(warp_max(m));
-      for (int l = lane; l < per_row; l += 32) {
-        const float4 lo = __ldcg(row + 2 * l), hi = __ldcg(row + 2 * l + 1);
-        const float perm[8] = {lo.x, hi.x, lo.y, hi.y, lo.z, hi.z, lo.w, hi.w};  // mma_order
-        store8_row_codes(a2s, kOp, static_cast<int64_t>(s) * N + 8 * static_cast<int64_t>(l), perm, s2);
+#pragma unroll
+      for (int i = 0; i < kHeld; ++i) {
+        const int l = lane + 32 * i;
+        if (l < per_row) store_codes(s, l, v[i], s2);
+      }
+      for (int l = lane + 32 * kHeld; l < per_row; l += 32) {
+        float w[8];
+        load_staged8(row, l, true, w);
+        store_codes(s, l, w, s2);
       }
       if (lane == 0) factor[s] = generic_factor_with_row(p.fin.dq, s2, expert[s]);
     }
