@@ -110,7 +110,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   uint8_t* w2s = smem;                                     // [topk][cols][w2_row]
   uint8_t* xs = w2s + topk * cols * w2_row;               // [x_row] GEMM1 operand
   float* bias2 = reinterpret_cast<float*>(xs + x_row);     // [topk][cols] GEMM2 bias of the columns
-  uint8_t* a2s = reinterpret_cast<uint8_t*>(bias2 + topk * cols);  // [topk][w2_row] GEMM2 operand
+  float* wc2 = bias2 + topk * cols;                        // fp8-channel: [topk][cols] W2 column scales
+  uint8_t* a2s = reinterpret_cast<uint8_t*>(wc2 + (kChannel ? topk * cols : 0));  // [topk][w2_row] GEMM2 operand
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
   const int64_t c0 = static_cast<int64_t>(blockIdx.x) * cols;
   const int64_t ncols = K - c0 < 0 ? 0 : (K - c0 < cols ? K - c0 : cols);
@@ -158,9 +159,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   }
   // Per slot: the expert and the router weight. The per-expert scales are read where they are
   // used (task epilogues, before the grid barrier), so the start waits for one chain of loads only.
+  // The slot's W2 tensor scale (finalize's slot_factor), loaded as soon as its expert is known and
+  // used after the grid barrier: loaded right before the barrier, every CTA waited a DRAM round
+  // trip there.
+  float w2t = 1.0f;
   if (tid < topk) {
-    expert[tid] = local_expert_of(slot_id, p.expert_map, p.num_experts, p.num_global);
+    const int32_t e = local_expert_of(slot_id, p.expert_map, p.num_experts, p.num_global);
+    expert[tid] = e;
     weight[tid] = slot_weight;
+    if (e >= 0 && p.fin.dq.kind == Dequant::TENSOR) w2t = p.fin.dq.w[e];
   }
   if (!kDyn && tid == 32) {  // the static per-tensor scales (another warp: no wait behind the ids)
     a1_tensor = p.act.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.act.dq.a_tensor) : 1.0f;
@@ -183,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     const uint32_t w_bytes = static_cast<uint32_t>(ncols * w2_row), b_bytes = static_cast<uint32_t>(ncols * 4);
     uint32_t bytes = 0;
     for (int s = 0; s < topk; ++s)
-      if (expert[s] >= 0) bytes += w_bytes + (p.fin.bias ? b_bytes : 0u);
+      if (expert[s] >= 0) bytes += w_bytes + (p.fin.bias ? b_bytes : 0u) + (kChannel ? b_bytes : 0u);
     mbar_expect_tx(&w2_bar, bytes);  // the arrive; with no bytes the phase completes here
     const uint8_t* w2 = static_cast<const uint8_t*>(p.w2);
     for (int s = 0; s < topk && ncols > 0; ++s) {
@@ -191,6 +198,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       if (e < 0) continue;
       bulk_load_1d(w2s + s * cols * w2_row, w2 + (e * K + c0) * w2_row, w_bytes, &w2_bar);
       if (p.fin.bias) bulk_load_1d(bias2 + s * cols, p.fin.bias + e * K + c0, b_bytes, &w2_bar);
+      if (kChannel) bulk_load_1d(wc2 + s * cols, p.fin.dq.w + e * K + c0, b_bytes, &w2_bar);
     }
   };
   bool w2_issued = false;
@@ -310,13 +318,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
 
   if (tid == 0 && !w2_issued) issue_w2();
   // ---- 3. every slot's operand row is complete ----
-  // GEMM2's per-slot dequant factors (finalize's slot_factor; fp8-channel: set below), loaded
-  // across the barrier.
-  float f2 = 1.0f, w2t = 1.0f;
-  if (tid < topk && expert[tid] >= 0 && p.fin.dq.kind == Dequant::TENSOR) {
-    w2t = p.fin.dq.w[expert[tid]];
-    if (!kDyn) f2 = __fmul_rn(a2_tensor, w2t);
-  }
+  // GEMM2's per-slot dequant factors (finalize's slot_factor, from the W2 scale loaded at the
+  // start; fp8-channel and dynamic: set below).
+  float f2 = 1.0f;
+  if (!kDyn && tid < topk && expert[tid] >= 0 && p.fin.dq.kind == Dequant::TENSOR) f2 = __fmul_rn(a2_tensor, w2t);
   __syncthreads();
   cooperative_groups::this_grid().sync();
   if (!kChannel && !kDyn && tid < topk) factor[tid] = f2;  // fp8-channel, dynamic: below
@@ -483,7 +488,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
         if (expert[s] < 0) continue;
         float y = ys[0][s][j];
         for (int kp = 1; kp < kparts; ++kp) y += ys[kp][s][j];
-        const float wc = kChannel ? p.fin.dq.w[static_cast<int64_t>(expert[s]) * K + c0 + j] : 1.0f;
+        const float wc = kChannel ? wc2[s * cols + j] : 1.0f;
         out = add_slot_loaded(p.fin, out, y, weight[s], factor[s], wc, p.fin.bias ? bias2[s * cols + j] : 0.0f);
       }
       store_from_float(p.fin.out, p.fin.out_dtype, c0 + j, out);
@@ -495,7 +500,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
 template <int kMode>
 void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
-  const int64_t smem = decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count);
+  const int64_t smem =
+      decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode == kChannelMode);
   launch_cooperative<decode_layer_kernel<kMode>>(p, cols, smem, stream);
 }
 
@@ -507,9 +513,10 @@ int64_t decode_layer_cols(int64_t K, int sm_count) {
   return (per + 15) / 16 * 16;
 }
 
-int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count) {
-  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32), GEMM2's operand rows (e4m3)
-  return topk * decode_layer_cols(K, sm_count) * (N + 4) + K + topk * N;
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool channel) {
+  // W2 slices (e4m3), x (e4m3), the GEMM2 bias of the columns (fp32), fp8-channel: the W2 column
+  // scales (fp32), GEMM2's operand rows (e4m3)
+  return topk * decode_layer_cols(K, sm_count) * (N + 4 + (channel ? 4 : 0)) + K + topk * N;
 }
 
 bool decode_layer_applies(const DecodeLayerParams& p) {
@@ -550,7 +557,8 @@ bool decode_layer_applies(const DecodeLayerParams& p) {
   if (!aligned16(gp.x) || !aligned16(p.w13) || !aligned16(p.w2) || !aligned16(ap.out) || !aligned16(fp.bias))
     return false;
   if (p.sm_count <= 0 || decode_layer_cols(K, p.sm_count) > kMaxCols) return false;
-  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count) <= kMaxDynSmem;
+  if (channel && !aligned16(fp.dq.w)) return false;  // its column slices are bulk-copied
+  return decode_layer_smem_bytes(K, ap.N, gp.topk, p.sm_count, channel) <= kMaxDynSmem;
 }
 
 void launch_decode_layer(const DecodeLayerParams& p, cudaStream_t stream) {

@@ -48,8 +48,9 @@ constexpr int64_t kDecodeLayerMaxTopk = 8;
 // Output columns per CTA (a multiple of 16: one MMA row block) when `sm_count` CTAs split K.
 int64_t decode_layer_cols(int64_t K, int sm_count);
 // Dynamic shared memory of the kernel: every slot's W2 rows of the CTA's columns and their bias,
-// x, and the GEMM2 operand rows (e4m3; copied in by the static mode, quantised by the others).
-int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count);
+// x, the GEMM2 operand rows (e4m3; copied in by the static mode, quantised by the others), and
+// for fp8-channel the W2 column scales of the CTA's columns.
+int64_t decode_layer_smem_bytes(int64_t K, int64_t N, int64_t topk, int sm_count, bool channel = false);
 // Whether the kernel takes the call: one token, at most 8 slots, no router weight on the input;
 // fp8-tensor with static or dynamic per-tensor scales (dequant TENSOR), fp8-block with K and N
 // multiples of 128, or fp8-channel (16-bit layers measured slower than the chain); a gated
