@@ -869,6 +869,7 @@ int main(int argc, char** argv) {
   Progress progress(static_cast<int>(shapes.size() * formats.size() * dists.size() * opt.Ms.size()),
                     isatty(STDERR_FILENO) != 0);
 
+  info.flush_mode = flush_mode_name(opt.flush_mode);
   cudaStream_t stream = nullptr;
   DeviceBuffer flush_buf;
   std::unique_ptr<RepTimer> timer;
@@ -882,7 +883,6 @@ int main(int argc, char** argv) {
                                             : static_cast<size_t>(opt.flush_mb * (1 << 20));
       if (flush_bytes) flush_buf.alloc(flush_bytes);
       info.flush_bytes = flush_bytes;
-      info.flush_mode = flush_mode_name(opt.flush_mode);
       timer = std::make_unique<RepTimer>(stream, flush_buf.get(), flush_bytes, std::max(opt.max_reps, 1),
                                          opt.flush_mode);
       std::fprintf(stderr, "fusedmoe-bench: %s, %d SMs, L2 %.0f MB\n", info.device.name.c_str(), info.device.sm_count,
