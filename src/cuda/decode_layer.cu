@@ -157,11 +157,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       else store_tensor_codes8(xs, l, v, s1);
     }
   }
-  // Per slot: the expert and the router weight. The per-expert scales are read where they are
-  // used (task epilogues, before the grid barrier), so the start waits for one chain of loads only.
-  // The slot's W2 tensor scale (finalize's slot_factor), loaded as soon as its expert is known and
-  // used after the grid barrier: loaded right before the barrier, every CTA waited a DRAM round
-  // trip there.
+  // Per slot: the expert and the router weight. GEMM1's per-expert scales are read by the task
+  // epilogues (loaded with the task's weights). The slot's W2 tensor scale (finalize's
+  // slot_factor) is loaded here, as soon as its expert is known, and used after GEMM1: loaded right
+  // before the grid barrier, every CTA waited a DRAM round trip there.
   float w2t = 1.0f;
   if (tid < topk) {
     const int32_t e = local_expert_of(slot_id, p.expert_map, p.num_experts, p.num_global);
