@@ -8,6 +8,7 @@
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/decode_layer.hpp"
+#include "cuda/device_utils.cuh"
 #include "cuda/smem_opt_in.hpp"
 
 namespace fusedmoe::cuda::decode_layer {
@@ -39,6 +40,39 @@ __device__ __forceinline__ void load_staged8(const float4* row, int l, bool ok, 
 // Staged chunks of 8 per lane (or thread) kept in registers between a row's amax and its codes
 // (rows up to 32 x kHeld chunks read once at L2, longer rows' rest twice).
 constexpr int kHeld = 4;
+
+// One warp quantises a staged row of `lanes` chunks of 8 with the row's own scale (the activation
+// kernel's ROW case, amax / 448): the first kHeld chunks of each lane stay in registers between
+// the amax and the codes, longer rows read the rest twice. store(l, v, s) writes chunk l's codes;
+// returns the scale (every lane).
+template <typename Store>
+__device__ __forceinline__ float quantise_staged_row(const float4* row, int lanes, int lane, Store store) {
+  float v[kHeld][8];
+  float m = 0.0f;
+#pragma unroll
+  for (int i = 0; i < kHeld; ++i) {
+    const int l = lane + 32 * i;
+    load_staged8(row, l, l < lanes, v[i]);
+    m = fmaxf(m, amax8(v[i]));
+  }
+  for (int l = lane + 32 * kHeld; l < lanes; l += 32) {
+    float w[8];
+    load_staged8(row, l, true, w);
+    m = fmaxf(m, amax8(w));
+  }
+  const float s = scale_from_amax(warp_max(m));
+#pragma unroll
+  for (int i = 0; i < kHeld; ++i) {
+    const int l = lane + 32 * i;
+    if (l < lanes) store(l, v[i], s);
+  }
+  for (int l = lane + 32 * kHeld; l < lanes; l += 32) {
+    float w[8];
+    load_staged8(row, l, true, w);
+    store(l, w, s);
+  }
+  return s;
+}
 
 __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");

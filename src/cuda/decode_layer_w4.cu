@@ -452,30 +452,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     for (int s = warp; s < topk; s += kWarps) {
       if (expert[s] < 0) continue;
       const float4* row = reinterpret_cast<const float4*>(p.stage + static_cast<int64_t>(s) * N);
-      float v[kHeld][8];
-      float m = 0.0f;
-#pragma unroll
-      for (int i = 0; i < kHeld; ++i) {
-        const int l = lane + 32 * i;
-        load_staged8(row, l, l < per_row, v[i]);
-        m = fmaxf(m, amax8(v[i]));
-      }
-      for (int l = lane + 32 * kHeld; l < per_row; l += 32) {
-        float w[8];
-        load_staged8(row, l, true, w);
-        m = fmaxf(m, amax8(w));
-      }
-      const float s2 = scale_from_amax(warp_max(m));
-#pragma unroll
-      for (int i = 0; i < kHeld; ++i) {
-        const int l = lane + 32 * i;
-        if (l < per_row) store_codes(s, l, v[i], s2);
-      }
-      for (int l = lane + 32 * kHeld; l < per_row; l += 32) {
-        float w[8];
-        load_staged8(row, l, true, w);
-        store_codes(s, l, w, s2);
-      }
+      const float s2 =
+          quantise_staged_row(row, per_row, lane, [&](int l, const float (&v)[8], float sc) { store_codes(s, l, v, sc); });
       if (lane == 0) factor[s] = generic_factor_with_row(p.fin.dq, s2, expert[s]);
     }
     __syncthreads();

@@ -81,30 +81,23 @@ __global__ void set_column0_kernel(T* data, int64_t rows, int64_t cols, float v)
     data[r * cols] = from_float<T>(v);
 }
 
-template <int UNROLL>
+// kAllocate: L2-allocating loads (ld.global.cg, the read flush) instead of streaming ones
+// (ld.global.cs, the read ceiling).
+template <int UNROLL, bool kAllocate = false>
 __global__ void hbm_read_kernel(const uint4* __restrict__ p, size_t n, unsigned long long* sink) {
   const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
   size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  auto load = [](const uint4* q) { return kAllocate ? __ldcg(q) : __ldcs(q); };
   uint32_t acc = 0;
   for (; i + (UNROLL - 1) * stride < n; i += UNROLL * stride) {
     uint4 v[UNROLL];
 #pragma unroll
-    for (int u = 0; u < UNROLL; ++u) v[u] = __ldcs(p + i + u * stride);
+    for (int u = 0; u < UNROLL; ++u) v[u] = load(p + i + u * stride);
 #pragma unroll
     for (int u = 0; u < UNROLL; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   for (; i < n; i += stride) {
-    const uint4 v = __ldcs(p + i);
-    acc ^= v.x ^ v.y ^ v.z ^ v.w;
-  }
-  if (acc == 0x9e3779b9u && threadIdx.x == 1023) atomicAdd(sink, 1ULL);
-}
-
-__global__ void l2_flush_read_kernel(const uint4* __restrict__ p, size_t n, unsigned long long* sink) {
-  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
-  uint32_t acc = 0;
-  for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) {
-    const uint4 v = __ldcg(p + i);
+    const uint4 v = load(p + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   if (acc == 0x9e3779b9u && threadIdx.x == 1023) atomicAdd(sink, 1ULL);
@@ -187,7 +180,7 @@ void hbm_read(const void* data, size_t bytes, int blocks, int threads, int unrol
 
 void l2_flush_read(const void* data, size_t bytes, unsigned long long* sink, cudaStream_t stream) {
   // A few waves of 512-thread blocks on any Hopper part; the flush is not timed.
-  l2_flush_read_kernel<<<1056, 512, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16, sink);
+  hbm_read_kernel<1, true><<<1056, 512, 0, stream>>>(static_cast<const uint4*>(data), bytes / 16, sink);
   FMB_LAUNCH_CHECK();
 }
 
