@@ -3,7 +3,7 @@
 # Sources: every src/cuda/*.cu and *.cpp (routing.cu included). The CUTLASS grouped-GEMM
 # instances live two or three per file (sm90_grouped_gemm_<family>.cu, the bf16-D ones in
 # sm90_grouped_gemm_<family>_d16.cu, GEMM1 + activation in sm90_grouped_gemm_<family>_act.cu for
-# bf16 and fp8) because each costs about a
+# bf16, fp8 and fp8_blockwise) because each costs about a
 # minute and several GB of compiler memory; FUSEDMOE_SKIP_GPU_FORMATS leaves families out
 # (bf16, fp16, fp8 = fp8-tensor/fp8-channel, fp8_blockwise = fp8-block; their formats are then
 # refused by can_implement() with a reason naming the option). The 4-bit formats' own kernels

@@ -156,6 +156,32 @@ __global__ void __launch_bounds__(kVecThreads) activation_block_vec_kernel(Activ
   });
 }
 
+// The same quantisation of activation outputs that the fp8-block GEMM1 + activation already wrote
+// rounded to bf16 (p.act_bf16, [rows, N]): the values act8 would give, read back exactly, so the
+// codes and scales are activation_block_vec_kernel's for the same sums.
+__global__ void __launch_bounds__(kVecThreads) quantise_bf16_block_kernel(ActivationParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.N / 8);
+  const int chunk = ((lanes + gridDim.y - 1) / gridDim.y + 31) & ~31;  // whole warps: 2 groups
+  const int l_begin = static_cast<int>(blockIdx.y) * chunk, l_end = min(lanes, l_begin + chunk);
+  const int32_t rows = load_rows(p.rows);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const uint16_t* src = p.act_bf16 + r * p.N;
+    quantise_block_row(
+        p.block, r, lanes, static_cast<uint8_t*>(p.out) + r * p.N,
+        [&](int l, float (&a)[8]) {
+          const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + static_cast<int64_t>(l) * 8));
+          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+          for (int j = 0; j < 4; ++j) {
+            a[2 * j] = __uint_as_float(w[j] << 16);
+            a[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+          }
+        },
+        l_begin, l_end);
+  }
+}
+
 // ROW quantisation (per-token fp8: fp8-channel, and the 4-bit formats with fp8 activations), N a
 // multiple of 8: one block per row (grid-stride over the rows that exist), 8 outputs per thread
 // and step; the rounded outputs wait in shared memory (each read back by the thread that wrote it)
@@ -359,6 +385,15 @@ unsigned row_column_chunks(int64_t max_rows, int64_t n) {
 
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
+  if (p.act_bf16) {
+    if (p.quant != Fp8Quant::BLOCK || p.N % kFp8Block != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, 8))
+      throw Error("activation: bf16 activation rows are quantised for fp8-block only (N a multiple of 128, aligned)");
+    const unsigned y = row_column_chunks(max_rows, p.N);
+    const int64_t lanes = p.N / 8, chunk = ((lanes + y - 1) / y + 31) / 32 * 32;
+    const unsigned threads = static_cast<unsigned>(std::min<int64_t>(kVecThreads, chunk));
+    launch_chained(quantise_bf16_block_kernel, dim3(row_grid(max_rows), y), threads, 0, stream, p);
+    return;
+  }
   if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
       aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
     const unsigned y = row_column_chunks(max_rows, p.N);

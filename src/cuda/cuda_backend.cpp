@@ -66,6 +66,7 @@ struct Buffers {
   void* a2 = nullptr;            // GEMM2 operand [slots, N]
   float* row_scale2 = nullptr;   // fp8-channel: [slots]
   float* block_scale2 = nullptr; // fp8-block: [slots * ceil(N/128)]
+  float* w13_scale_tiles = nullptr; // fp8-block: GEMM1's weight scales in the fused GEMM1's tile order
   float* staging = nullptr;      // fp8 dynamic / per-row: [slots, N]
   void* y = nullptr;             // GEMM2 output [slots, K], fp32 (K * 4 bytes a row) or bf16 (g2.d_dtype)
   float* amax1 = nullptr;        // fp8-tensor dynamic scales (amax as float bits)
@@ -386,6 +387,8 @@ class CudaBackend final : public BackendImpl {
     if (quant2_ == Fp8Quant::ROW || quant2_ == Fp8Quant::TENSOR_DYNAMIC) b.staging = static_cast<float*>(take(s * N * 4));
     b.y = take(s * K * 4);
     b.gemm_ws = take(gemm_ws_bytes_);
+    if (quant1_ == Fp8Quant::BLOCK)
+      b.w13_scale_tiles = static_cast<float*>(take(gemm1_block_act_scale_bytes(static_cast<int>(E), R, K)));
     if (w4_ && w4_large_batch(slots)) {
       // The decoded copy is only for a GEMM the wgmma kernel cannot take (w4_wgmma.cu).
       if (!w4_wgmma1_ || !w4_wgmma2_) b.w4_decoded = take(w4_chunk_experts_ * w4_expert_bytes_);
@@ -458,6 +461,7 @@ class CudaBackend final : public BackendImpl {
     // front of them; the other small calls stream on the stream GEMM (GroupedGemmArgs::small_m_ok).
     g1.a_scale = b.block_scale1;
     g1.b_scale = weights_.w13_weight_scale.present() ? weights_.w13_weight_scale.ptr<const float>() : nullptr;
+    g1.b_scale_tiles = b.w13_scale_tiles;
     const float* w2_scale = weights_.w2_weight_scale.present() ? weights_.w2_weight_scale.ptr<const float>() : nullptr;
     const bool fuse = !w4_ && small_m_fusion_pays(M, topk, E);
     g1.small_m_ok = fuse;  // until decode_stream below
@@ -614,6 +618,15 @@ class CudaBackend final : public BackendImpl {
       // run_timed() reads 0.
       run_grouped_gemm1_act(g1, ap, stream);
       mark(2);
+    } else if (!w4_ && sm90_gemm1_block_act_applies(g1, path1_, ap)) {
+      // fp8-block at large batches: the activation in the blockwise GEMM1's epilogue, its output
+      // rounded to bf16 into h's buffer (a quarter of the fp32 h bytes), then only the 1 x 128
+      // quantisation of those rows (the activation stage of run_timed()).
+      run_grouped_gemm1_block_act(g1, ap, b.h, stream);
+      mark(2);
+      ActivationParams q = ap;
+      q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
+      launch_activation(q, slots, stream);
     } else if (!w4_ && stream_gemm1_act_applies(g1, path1_, ap)) {
       // The few-rows range on the stream GEMM (stream_gemm_takes) for the same layers: its
       // weight blocks hold an output's gate and up rows, the activation in its epilogue.

@@ -28,6 +28,10 @@ size_t sm90_grouped_gemm_fp8_blockwise_d16_workspace(int, int) { return 0; }
 void sm90_grouped_gemm_fp8_blockwise_d16(const GroupedGemmArgs&, cudaStream_t) {
   throw Error("grouped GEMM: the fp8 blockwise instances were left out of this build");
 }
+size_t sm90_grouped_gemm_fp8_blockwise_act_workspace(int, int) { return 0; }
+void sm90_grouped_gemm_fp8_blockwise_act(const GroupedGemmArgs&, const ActivationParams&, cudaStream_t) {
+  throw Error("grouped GEMM: the fp8 blockwise instances were left out of this build");
+}
 #endif
 
 bool sm90_fp8_blockwise_shape_ok(int64_t n, int64_t k, const void* b, const char** why) {
@@ -70,8 +74,9 @@ bool sm90_gemm_shape_ok(Operand op, int64_t n, int64_t k, const void* b) {
 size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int sm_count) {
   if (path == GemmPath::SIMT) return 0;
   if (path == GemmPath::SM90_FP8_BLOCK)
-    return std::max(sm90_grouped_gemm_fp8_blockwise_workspace(groups, sm_count),
-                    sm90_grouped_gemm_fp8_blockwise_d16_workspace(groups, sm_count));
+    return std::max({sm90_grouped_gemm_fp8_blockwise_workspace(groups, sm_count),
+                     sm90_grouped_gemm_fp8_blockwise_d16_workspace(groups, sm_count),
+                     sm90_grouped_gemm_fp8_blockwise_act_workspace(groups, sm_count)});
   switch (op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16:
@@ -128,6 +133,38 @@ void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap,
 #endif
     default: throw Error("grouped GEMM: no GEMM1 + activation instance for this operand type in this build");
   }
+}
+
+bool sm90_gemm1_block_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap) {
+  if (path != GemmPath::SM90_FP8_BLOCK || !sm90_fp8_blockwise_built() || g.op != Operand::FP8) return false;
+  // Where run_grouped_gemm would run the large blockwise instance.
+  if (g.d_dtype != DType::F32 || small_m_takes(g, path) || stream_gemm_takes(g, path)) return false;
+  if (g.b_scale_tiles == nullptr || g.a_scale == nullptr || g.b_scale == nullptr) return false;
+  if (ap.act == Activation::RELU2 || g.n != 2 * ap.N || ap.quant != Fp8Quant::BLOCK) return false;
+  // Halves rows only: interleaved ones store one output per store and measured 1.04-1.10x the
+  // unfused stages at 4096 tokens (H100, bench/results/2026-11-26-h100-fp8-block-gemm1-act).
+  if (ap.interleaved) return false;
+  // Halves at most 32 MB apart (as the stream GEMM's fused halves, kActHalvesMaxBytes): Mixtral's
+  // (59 MB) fused GEMM1 was 1.06-1.20x the unfused one at 256-4096 tokens and the layer 1.02-1.03x;
+  // Qwen3-30B-A3B (1.5 MB) 0.95-0.97x, DeepSeek-V3 TP8 / TP1 at 4096 tokens 0.98 / 0.99x.
+  constexpr int64_t kBlockActHalvesMaxBytes = int64_t{32} << 20;
+  if (g.n / 2 * g.k > kBlockActHalvesMaxBytes) return false;
+  // The epilogue rounds to bf16 (the activation dtype); fp8-block has no dequant outside the
+  // mainloop; whole 128-wide groups for the quantiser of the bf16 rows; K tiles of one scale block.
+  return ap.act_dtype == DType::BF16 && ap.dq.kind == Dequant::NONE && ap.N % 128 == 0 && g.k % 128 == 0;
+}
+
+void run_grouped_gemm1_block_act(const GroupedGemmArgs& g, const ActivationParams& ap, void* act_bf16,
+                                 cudaStream_t stream) {
+  if (!sm90_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, ap))
+    throw Error("grouped GEMM: fp8-block GEMM1 + activation called for a problem it does not take "
+                "(sm90_gemm1_block_act_applies)");
+  // The epilogue's store: the rounded activation output as a 16-bit operand (no quantisation).
+  ActivationParams e = ap;
+  e.out = act_bf16;
+  e.quant = Fp8Quant::NONE;
+  e.op = Operand::BF16;
+  sm90_grouped_gemm_fp8_blockwise_act(g, e, stream);
 }
 
 void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream) {

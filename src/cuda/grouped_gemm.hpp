@@ -58,6 +58,9 @@ struct GroupedGemmArgs {
   //   b_scale: weight scales [groups, n/128, k/128] row-major (as the layer stores them).
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;
+  // fp8-block GEMM1 + activation only (sm90_gemm1_block_act_applies): scratch for the weight
+  // scales in its tile order, [groups, n/64, k/128] (gemm1_block_act_scale_bytes).
+  float* b_scale_tiles = nullptr;
 };
 
 // The experts that can have rows: at most one per row (grid.y of the per-expert kernels).
@@ -205,5 +208,19 @@ size_t sm90_grouped_gemm_bf16_act_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_bf16_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);
 size_t sm90_grouped_gemm_fp8_act_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp8_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);
+
+// fp8-block at large batches (sm90_grouped_gemm_fp8_blockwise_act.cu): the blockwise GEMM1 with
+// the gated activation in its epilogue, writing the activation output rounded to bf16 to act_bf16
+// ([rows, N]); the 1 x 128 quantisation then runs on those rows (ActivationParams::act_bf16). Where
+// the large blockwise instance would run GEMM1 (not the small-M or stream GEMMs), with an fp32 D
+// asked, b_scale_tiles set, a gated activation, bf16 hidden states and N a multiple of 128.
+bool sm90_gemm1_block_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap);
+void run_grouped_gemm1_block_act(const GroupedGemmArgs& g, const ActivationParams& ap, void* act_bf16,
+                                 cudaStream_t stream);
+inline size_t gemm1_block_act_scale_bytes(int groups, int64_t n, int64_t k) {
+  return static_cast<size_t>(groups) * static_cast<size_t>(n / 64) * static_cast<size_t>((k + 127) / 128) * 4;
+}
+size_t sm90_grouped_gemm_fp8_blockwise_act_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_fp8_blockwise_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);
 
 }  // namespace fusedmoe::cuda

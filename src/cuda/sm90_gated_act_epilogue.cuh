@@ -74,6 +74,30 @@ __device__ __forceinline__ void st_if(bool pred, void* dst, uint32_t v, int byte
     asm volatile("{.reg .pred p; setp.ne.b32 p, %2, 0; @p st.global.b32 [%0], %1;}" ::"l"(dst), "r"(v), "r"(int(pred)) : "memory");
 }
 
+// A 4 x 4 transpose across the four lanes of a quad (lane t = threadIdx % 4): b[s] = lane s's a[t].
+// In the wgmma accumulator fragment a quad holds one row's 8-column block, two columns per lane;
+// with a[k] the packed pair of block k, lane t ends with all 8 outputs of block t: one 16-byte
+// (bf16) or 8-byte (fp8) store instead of four 4- / 2-byte ones. Two butterfly stages (lane bit 0,
+// then bit 1), each swapping the elements whose index bit differs from the lane bit; every index
+// is static (a select on a dynamic index became local memory: a 688-byte stack frame).
+__device__ __forceinline__ void quad_transpose4(const uint32_t (&a)[4], uint32_t (&b)[4], int t) {
+#pragma unroll
+  for (int k = 0; k < 4; ++k) b[k] = a[k];
+#pragma unroll
+  for (int stage = 0; stage < 2; ++stage) {
+    const int bit = 1 << stage;
+    const bool hi = (t & bit) != 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      if (k & bit) continue;  // pairs (k, k + bit)
+      const uint32_t send = hi ? b[k] : b[k + bit];
+      const uint32_t got = __shfl_xor_sync(0xffffffffu, send, bit);
+      b[k] = hi ? got : b[k];
+      b[k + bit] = hi ? b[k + bit] : got;
+    }
+  }
+}
+
 // The operand's bits of one output (fp8: static tensor scale s, inv_s = __frcp_rn(s); the
 // branch-free quant_tensor_rcp gives quant_tensor's bits).
 template <bool kFp8>
@@ -89,7 +113,9 @@ __device__ __forceinline__ uint32_t operand_bits(__nv_bfloat16 a, float s, float
 // 128 t .. 128 t + 127 of the first half (l = 0) and, through l (extent 2, stride N / 2 rows, box
 // 2), the same rows of the second half (l = 1): the box lands in shared memory as those 128 rows
 // followed by the other 128, exactly where a 256-row box would put rows 0 .. 255. Same bytes per
-// stage, same transaction count. When N is not a multiple of 128, the last tile's coordinates past
+// stage, same transaction count. (A 128-column tile, the fp8-block instance: coordinate 128 t,
+// rows 64 t .. 64 t + 63 of each half, 64 + 64 rows where a 128-row box would put them.) When N is
+// not a multiple of 128, the last tile's coordinates past
 // N (the n extent stays the problem's 2N, which is 2 x N / 2 half rows) are out of bounds in both
 // halves and the TMA fills zeros: no row of the other half or of the next expert is read. The setup kernel asks for it per group by a B row stride that is
 // not K (K / 2, with the l stride N / 2 rows); interleaved groups (row stride K) run untouched.
@@ -194,8 +220,11 @@ class GatedActEpilogue {
     // offsets (dm, dc), so each store is a base register plus constants.
     const int m0 = get<0>(tc(0)), c0 = get<1>(tc(0));
     constexpr int kOutBytes = kFp8Operand ? 1 : 2;
-    // Halves: the output column of value 0 (below).
-    const int64_t halves_o0 = c0 - static_cast<int64_t>(n_coord) * 128;
+    // Halves: the output column of value 0 (below). A tile of kTileN columns holds kTileN / 2
+    // rows of each half (PairedHalvesMainloop), outputs n_coord * kTileN / 2 on.
+    constexpr int kTileN = decltype(cute::size<1>(blk_shape_MNK))::value;
+    static_assert(kTileN == 128 || kTileN == 256, "halves pairing: 64 or 128 rows of each half per tile");
+    const int64_t halves_o0 = c0 - static_cast<int64_t>(n_coord) * (kTileN / 2);
     // Every value is computed, rows past M included (the TMA's zeros), and only the stores are
     // predicated (st_if): the unrolled loop has no branch, so nvcc overlaps the activations of
     // many outputs. Measured against taking one branch per row of the fragment (skipping rows
@@ -217,22 +246,79 @@ class GatedActEpilogue {
           st_if(m0 + dm < M && in, base + (dm * p.N + dc / 2) * kOutBytes, operand_bits<kF>(v, s, inv_s), kOutBytes);
         }
       } else {
-        // Values j < kValues / 2 sit in the tile's first 128 columns: first-half row n_coord * 128
-        // + (column - n_coord * 256); value j + kValues / 2 is the same row of the second half
+        // Values j < kValues / 2 sit in the tile's first kTileN / 2 columns: first-half row
+        // n_coord * kTileN / 2 + (column - n_coord * kTileN); value j + kValues / 2 is the same row
+        // of the second half
         // (PairedHalvesMainloop). Values j, j + 1 are adjacent outputs, one store (N even:
         // sm90_gemm1_act_applies), both past N in the last tile when N % 128 != 0.
         char* const base = static_cast<char*>(p.out) + ((row0 + m0) * p.N + halves_o0) * kOutBytes;
         const int n2 = static_cast<int>(p.N);
-        CUTLASS_PRAGMA_UNROLL
-        for (int i = 0; i < kValues / 2; i += 2) {
-          const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
-          const bool in = static_cast<int>(halves_o0) + dc < n2;
-          const int o = in ? static_cast<int>(halves_o0) + dc : 0;  // the bias row is read in bounds
-          const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
-          const __nv_bfloat16 a1 =
-              gated_act_value<kA, kB>(p, ds, bias_e, o + 1, n2 + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
-          st_if(m0 + dm < M && in, base + (dm * p.N + dc) * kOutBytes,
-                operand_bits<kF>(a0, s, inv_s) | (operand_bits<kF>(a1, s, inv_s) << (8 * kOutBytes)), 2 * kOutBytes);
+        if constexpr (kTileN == 256) {
+          // One store per pair (the bf16 / fp8-tensor instances): the vector stores below put the
+          // 128 accumulators of this tile in local memory (a 944-byte stack frame, nvcc 13.0).
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < kValues / 2; i += 2) {
+            const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
+            const bool in = static_cast<int>(halves_o0) + dc < n2;
+            const int o = in ? static_cast<int>(halves_o0) + dc : 0;  // the bias row is read in bounds
+            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
+            const __nv_bfloat16 a1 =
+                gated_act_value<kA, kB>(p, ds, bias_e, o + 1, n2 + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
+            st_if(m0 + dm < M && in, base + (dm * p.N + dc) * kOutBytes,
+                  operand_bits<kF>(a0, s, inv_s) | (operand_bits<kF>(a1, s, inv_s) << (8 * kOutBytes)), 2 * kOutBytes);
+          }
+        } else {
+          // The pairs' operand bits first (one copy of the activation arithmetic: with a second
+          // copy for the scalar stores nvcc stopped unrolling and kept the accumulators in local
+          // memory), then the stores.
+          uint32_t pk[kValues / 4];
+          CUTLASS_PRAGMA_UNROLL
+          for (int i = 0; i < kValues / 2; i += 2) {
+            const int dc = get<1>(tc(i)) - c0;
+            const bool in = static_cast<int>(halves_o0) + dc < n2;
+            const int o = in ? static_cast<int>(halves_o0) + dc : 0;  // the bias row is read in bounds
+            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
+            const __nv_bfloat16 a1 =
+                gated_act_value<kA, kB>(p, ds, bias_e, o + 1, n2 + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
+            pk[i / 2] = operand_bits<kF>(a0, s, inv_s) | (operand_bits<kF>(a1, s, inv_s) << (8 * kOutBytes));
+          }
+          if (n2 % 8 == 0) {
+            // Whole 8-output vectors (16-byte aligned rows): a quad transpose per 4 blocks, one
+            // vector store per block and row (quad_transpose4). Value i is column i % 2 of its pair,
+            // row half (i / 2) % 2, 8-column block i / 4 of the fragment.
+            constexpr int kBlocks = kValues / 8;  // blocks per row half in the first kTileN / 2 columns
+            static_assert(kBlocks % 4 == 0, "whole quads of blocks");
+            const int t = static_cast<int>(threadIdx.x & 3);
+            CUTLASS_PRAGMA_UNROLL
+            for (int hj = 0; hj < 2 * (kBlocks / 4); ++hj) {
+              const int h = hj % 2, j = hj / 2;
+              const uint32_t a[4] = {pk[h + 2 * (4 * j)], pk[h + 2 * (4 * j + 1)], pk[h + 2 * (4 * j + 2)],
+                                     pk[h + 2 * (4 * j + 3)]};
+              uint32_t q[4];
+              quad_transpose4(a, q, t);
+              // Block 4 j + t: its first column is this lane's pair column minus 2 t.
+              const int dm = get<0>(tc(2 * h)) - m0;
+              const int d0 = get<1>(tc(16 * j)) - c0, d1 = get<1>(tc(16 * j + 4)) - c0,
+                        d2 = get<1>(tc(16 * j + 8)) - c0, d3 = get<1>(tc(16 * j + 12)) - c0;
+              const int dcb = (t == 0 ? d0 : t == 1 ? d1 : t == 2 ? d2 : d3) - 2 * t;
+              const bool pred = m0 + dm < M && static_cast<int>(halves_o0) + dcb < n2;
+              char* dst = base + (static_cast<int64_t>(dm) * p.N + dcb) * kOutBytes;
+              if constexpr (kOutBytes == 2) {
+                asm volatile("{.reg .pred p; setp.ne.b32 p, %5, 0; @p st.global.v4.b32 [%0], {%1, %2, %3, %4};}" ::"l"(dst),
+                             "r"(q[0]), "r"(q[1]), "r"(q[2]), "r"(q[3]), "r"(int(pred)) : "memory");
+              } else {
+                asm volatile("{.reg .pred p; setp.ne.b32 p, %3, 0; @p st.global.v2.b32 [%0], {%1, %2};}" ::"l"(dst),
+                             "r"(q[0] | (q[1] << 16)), "r"(q[2] | (q[3] << 16)), "r"(int(pred)) : "memory");
+              }
+            }
+          } else {
+            CUTLASS_PRAGMA_UNROLL
+            for (int i = 0; i < kValues / 2; i += 2) {
+              const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
+              const bool in = static_cast<int>(halves_o0) + dc < n2;
+              st_if(m0 + dm < M && in, base + (dm * p.N + dc) * kOutBytes, pk[i / 2], 2 * kOutBytes);
+            }
+          }
         }
       }
     };
