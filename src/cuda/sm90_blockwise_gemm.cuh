@@ -24,8 +24,16 @@ namespace fusedmoe::cuda::sm90_blockwise {
 using namespace cute;
 
 constexpr int kBlock = 128;
+// The large-M instances run clusters of two CTAs along N that share the activation tile by TMA
+// multicast: the 128-column tiles re-read it from L2 once per N tile otherwise (L2 reads 1.5x the
+// 128 x 256 fp8-tensor GEMMs', bench/results/2026-11-26-h100-fp8-block-gemm1-ncu). H100, same
+// binary A/B (bench/results/2026-11-26-h100-fp8-block-cluster-n2): DeepSeek-V3 TP1 at 4096 tokens
+// GEMM1 -3.5%, GEMM2 -2.7%, layer 0.963; Mixtral 1024 GEMM2 -13%, layer 0.957; Qwen3 0.99.
+constexpr int kClusterN = 2;
 
-template <class TileShape, bool SwapAB, int WeightGran = kBlock, class ElementD_ = float>
+// ClusterN: CTAs of a cluster along N, which share the activation tile by TMA multicast (the
+// 128-column tiles otherwise re-read it from L2 once per N tile).
+template <class TileShape, bool SwapAB, int WeightGran = kBlock, class ElementD_ = float, int ClusterN = 1>
 struct BlockwiseGemm {
   using Element = cutlass::float_e4m3_t;
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
@@ -38,7 +46,7 @@ struct BlockwiseGemm {
   static_assert(cute::is_same_v<ElementD, float> || cute::is_same_v<ElementD, cutlass::bfloat16_t>);
   static constexpr int kAlignAB = 16;
   static constexpr int kAlignD = 128 / cutlass::sizeof_bits<ElementD>::value;  // 16-byte rows
-  using ClusterShape = Shape<_1, _1, _1>;
+  using ClusterShape = Shape<_1, Int<ClusterN>, _1>;
 
   // Activations: one scale per row (granularity 1, MN-major); weights: WeightGran rows (K-major).
   static_assert(WeightGran == kBlock || WeightGran == 1, "weight scales per 128 rows or per row");
@@ -181,8 +189,8 @@ __global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n
   }
 }
 
-template <class TileShape, bool SwapAB, int WeightGran, class ElementD_>
-void BlockwiseGemm<TileShape, SwapAB, WeightGran, ElementD_>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class TileShape, bool SwapAB, int WeightGran, class ElementD_, int ClusterN>
+void BlockwiseGemm<TileShape, SwapAB, WeightGran, ElementD_, ClusterN>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
   if (g.d_dtype != kDType) throw Error("CUTLASS blockwise GEMM: the instance's D dtype differs from the call's");
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);

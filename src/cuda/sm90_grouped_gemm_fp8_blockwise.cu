@@ -16,7 +16,8 @@ namespace {
 using namespace cute;
 using sm90_blockwise::BlockwiseGemm;
 
-using LargeGemm = BlockwiseGemm<Shape<_128, _128, _128>, /*SwapAB=*/false>;
+using LargeGemm = BlockwiseGemm<Shape<_128, _128, _128>, /*SwapAB=*/false, sm90_blockwise::kBlock, float,
+                                 sm90_blockwise::kClusterN>;
 }  // namespace
 
 bool sm90_fp8_blockwise_built() { return true; }

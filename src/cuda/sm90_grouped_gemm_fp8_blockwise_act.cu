@@ -21,6 +21,7 @@
 #include <cuda_runtime.h>
 
 #include "cuda/chained_launch.cuh"
+#include "cuda/sm90_blockwise_gemm.cuh"
 #include "cuda/sm90_gated_act_epilogue.cuh"
 #include "cutlass/detail/blockwise_scale_layout.hpp"
 
@@ -30,6 +31,7 @@ using namespace cute;
 
 constexpr int kBlock = 128;       // K tile = one scale block
 constexpr int kScaleGranN = 64;   // weight scales per 64 GEMM1 columns (half a tile)
+using sm90_blockwise::kClusterN;  // clusters of two CTAs along N share the activation tile
 
 // The builder's collective with another TiledMma (same stages, copies and smem layouts).
 template <class Op, class NewTiledMma>
@@ -56,7 +58,7 @@ struct BlockActGemm {
   using StrideBTag = Stride<int64_t, Int<1>, int64_t>*;
   using BuiltMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cute::tuple<cutlass::layout::RowMajor*, LayoutSFA*>,
-      16, Element, cute::tuple<StrideBTag, LayoutSFB*>, 16, float, TileShape, Shape<_1, _1, _1>,
+      16, Element, cute::tuple<StrideBTag, LayoutSFB*>, 16, float, TileShape, Shape<_1, Int<kClusterN>, _1>,
       cutlass::gemm::collective::StageCountAutoCarveout<0>,
       cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
   // Two 64-column wgmma atoms per warpgroup along N instead of the builder's one of 128: with two

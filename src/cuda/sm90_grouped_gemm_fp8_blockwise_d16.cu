@@ -7,7 +7,7 @@ namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
 using LargeGemm = sm90_blockwise::BlockwiseGemm<Shape<_128, _128, _128>, /*SwapAB=*/false, sm90_blockwise::kBlock,
-                                                cutlass::bfloat16_t>;
+                                                cutlass::bfloat16_t, sm90_blockwise::kClusterN>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp8_blockwise_d16_workspace(int groups, int sm_count) {
