@@ -13,7 +13,9 @@
 // accumulators (the promoted sums and the tile's partial sums), so a 128 x 256 tile does not fit
 // in the registers; a 128-column tile holds half a group.
 //
-// Tile 128 x 128 x 128. Halves layouts read 64 rows of each half per tile (PairedHalvesMainloop),
+// Tile 128 x 128 x 128, clusters of two CTAs along N sharing the activation tile (TMA multicast,
+// sm90_blockwise::kClusterN). Taken for gate / up halves at most 32 MB apart (measurements in
+// sm90_gemm1_block_act_applies, grouped_gemm.cpp). Halves layouts read 64 rows of each half per tile (PairedHalvesMainloop),
 // whose two weight scale blocks differ (gate rows and up rows are I rows apart), so the instance
 // takes weight scales per 64 GEMM1 columns in tile order ([E, 2I / 64, K / 128], written per call
 // from the stored [E, 2I / 128, K / 128] by the setup kernel): granule c of a tile-ordered row is
