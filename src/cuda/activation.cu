@@ -182,6 +182,41 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_block_kernel(Activa
   }
 }
 
+// ROW quantisation of activation outputs the fp8-channel GEMM1 + activation already wrote rounded
+// to bf16 (p.act_bf16, [rows, N], N a multiple of 8): one block per row (grid-stride), the row's
+// amax from a first pass, the codes from a second (the row is in L2): the values, scale and codes
+// of activation_row_vec_kernel for the same sums.
+__global__ void __launch_bounds__(kVecThreads) quantise_bf16_row_kernel(ActivationParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.N / 8);
+  const int32_t rows = load_rows(p.rows);
+  auto load = [&](const uint16_t* src, int l, float (&a)[8]) {
+    const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + static_cast<int64_t>(l) * 8));
+    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      a[2 * j] = __uint_as_float(w[j] << 16);
+      a[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+    }
+  };
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const uint16_t* src = p.act_bf16 + r * p.N;
+    float m = 0.0f;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float a[8];
+      load(src, l, a);
+      m = fmaxf(m, amax8(a));
+    }
+    const float s = scale_from_amax(block_max(m));
+    if (threadIdx.x == 0) p.row_scale[r] = s;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float a[8];
+      load(src, l, a);
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
+    }
+  }
+}
+
 // ROW quantisation (per-token fp8: fp8-channel, and the 4-bit formats with fp8 activations), N a
 // multiple of 8: one block per row (grid-stride over the rows that exist), 8 outputs per thread
 // and step; the rounded outputs wait in shared memory (each read back by the thread that wrote it)
@@ -385,6 +420,12 @@ unsigned row_column_chunks(int64_t max_rows, int64_t n) {
 
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
+  if (p.act_bf16 && p.quant == Fp8Quant::ROW) {
+    if (p.op != Operand::FP8 || p.N % 8 != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, 8))
+      throw Error("activation: bf16 activation rows are quantised per row for fp8 operands only (N a multiple of 8, aligned)");
+    launch_chained(quantise_bf16_row_kernel, row_grid(max_rows), row_threads8(p.N), 0, stream, p);
+    return;
+  }
   if (p.act_bf16) {
     if (p.quant != Fp8Quant::BLOCK || p.N % kFp8Block != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, 8))
       throw Error("activation: bf16 activation rows are quantised for fp8-block only (N a multiple of 128, aligned)");

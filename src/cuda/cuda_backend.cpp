@@ -618,6 +618,14 @@ class CudaBackend final : public BackendImpl {
       // run_timed() reads 0.
       run_grouped_gemm1_act(g1, ap, stream);
       mark(2);
+    } else if (!w4_ && sm90_gemm1_channel_act_applies(g1, path1_, ap)) {
+      // fp8-channel at large batches: the same with per-channel dequant in the epilogue; then the
+      // per-row quantisation of the bf16 rows (the activation stage of run_timed()).
+      run_grouped_gemm1_channel_act(g1, ap, b.h, stream);
+      mark(2);
+      ActivationParams q = ap;
+      q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
+      launch_activation(q, slots, stream);
     } else if (!w4_ && sm90_gemm1_block_act_applies(g1, path1_, ap)) {
       // fp8-block at large batches: the activation in the blockwise GEMM1's epilogue, its output
       // rounded to bf16 into h's buffer (a quarter of the fp32 h bytes), then only the 1 x 128

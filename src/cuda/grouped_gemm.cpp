@@ -91,7 +91,8 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
     case Operand::FP8:
       return std::max({sm90_grouped_gemm_fp8_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_d16_workspace(groups, sm_count),
-                       sm90_grouped_gemm_fp8_act_workspace(groups, sm_count)});
+                       sm90_grouped_gemm_fp8_act_workspace(groups, sm_count),
+                       sm90_grouped_gemm_fp8_act_channel_workspace(groups, sm_count)});
 #endif
     default: throw Error("grouped GEMM: no SM90 instance for this operand type in this build");
   }
@@ -133,6 +134,33 @@ void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap,
 #endif
     default: throw Error("grouped GEMM: no GEMM1 + activation instance for this operand type in this build");
   }
+}
+
+bool sm90_gemm1_channel_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap) {
+  if (path != GemmPath::SM90_TMA || g.op != Operand::FP8 || !sm90_gemm_built(g.op)) return false;
+  if (g.d_dtype != DType::F32 || small_m_takes(g, path) || sm90_use_small_config(g)) return false;
+  if (ap.act == Activation::RELU2 || g.n != 2 * ap.N || ap.op != g.op) return false;
+  const int64_t row_bytes = g.k;  // e4m3
+  if (!ap.interleaved && (ap.N % 2 != 0 || row_bytes % 32 != 0)) return false;
+  // bf16 activations; per-channel dequant; per-row fp8 of the bf16 rows (8-wide vectors).
+  return ap.act_dtype == DType::BF16 && ap.dq.kind == Dequant::CHANNEL && ap.quant == Fp8Quant::ROW && ap.N % 8 == 0;
+}
+
+void run_grouped_gemm1_channel_act(const GroupedGemmArgs& g, const ActivationParams& ap, void* act_bf16,
+                                   cudaStream_t stream) {
+  if (!sm90_gemm1_channel_act_applies(g, GemmPath::SM90_TMA, ap))
+    throw Error("grouped GEMM: fp8-channel GEMM1 + activation called for a problem it does not take "
+                "(sm90_gemm1_channel_act_applies)");
+  ActivationParams e = ap;
+  e.out = act_bf16;
+  e.quant = Fp8Quant::NONE;
+  e.op = Operand::BF16;
+#ifndef FUSEDMOE_SKIP_GPU_FP8
+  sm90_grouped_gemm_fp8_act_channel(g, e, stream);
+#else
+  (void)stream;
+  throw Error("grouped GEMM: the fp8 instances were left out of this build");
+#endif
 }
 
 bool sm90_gemm1_block_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap) {

@@ -209,6 +209,17 @@ void sm90_grouped_gemm_bf16_act(const GroupedGemmArgs& args, const ActivationPar
 size_t sm90_grouped_gemm_fp8_act_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp8_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);
 
+// fp8-channel at large batches (sm90_grouped_gemm_fp8_act_channel.cu): the same GEMM1 + activation
+// with per-channel dequant in the epilogue (a_row[r] x w[e, col]), writing the activation output
+// rounded to bf16 to act_bf16 ([rows, N]); the per-row quantisation then runs on those rows
+// (ActivationParams::act_bf16). Where sm90_gemm1_act_applies' mainloop runs, ROW quantisation of
+// GEMM2's input, N a multiple of 8.
+bool sm90_gemm1_channel_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap);
+void run_grouped_gemm1_channel_act(const GroupedGemmArgs& g, const ActivationParams& ap, void* act_bf16,
+                                   cudaStream_t stream);
+size_t sm90_grouped_gemm_fp8_act_channel_workspace(int groups, int sm_count);
+void sm90_grouped_gemm_fp8_act_channel(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);
+
 // fp8-block at large batches (sm90_grouped_gemm_fp8_blockwise_act.cu): the blockwise GEMM1 with
 // the gated activation in its epilogue, writing the activation output rounded to bf16 to act_bf16
 // ([rows, N]); the 1 x 128 quantisation then runs on those rows (ActivationParams::act_bf16). Where

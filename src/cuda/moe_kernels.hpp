@@ -140,8 +140,9 @@ struct ActivationParams {
   float* row_scale = nullptr;  // ROW: [rows] output scales
   BlockScaleOut block;         // BLOCK
   const float* nvfp4_input_scale = nullptr;  // NVFP4: [E]
-  // BLOCK after the fp8-block GEMM1 + activation (sm90_gemm1_block_act_applies): the activation
-  // output already rounded to bf16, [rows, N]; launch_activation then only quantises it (h unused).
+  // BLOCK / ROW after the fp8-block / fp8-channel GEMM1 + activation (sm90_gemm1_block_act_applies,
+  // sm90_gemm1_channel_act_applies): the activation output already rounded to bf16, [rows, N];
+  // launch_activation then only quantises it (h unused).
   const uint16_t* act_bf16 = nullptr;
 };
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream);

@@ -49,11 +49,13 @@ namespace fusedmoe::cuda::sm90 {
 // 1.3-2.7x slower than GEMM1 plus the activation kernel (H100, 2026-11-22).
 // bias_e: the expert's fc1 bias row (kBias).
 template <Activation A, bool kBias>
-__device__ __forceinline__ __nv_bfloat16 gated_act_value(const ActivationParams& p, float ds, const float* bias_e,
-                                                         int col0, int col1, float c0, float c1) {
+// ds0 / ds1: the dequant factors of columns col0 / col1 (equal but for per-channel dequant, where
+// each is a_row[r] x w[e, col], as fix_h).
+__device__ __forceinline__ __nv_bfloat16 gated_act_value(const ActivationParams& p, float ds0, float ds1,
+                                                         const float* bias_e, int col0, int col1, float c0, float c1) {
   const bool gate_first = p.order == GateUpOrder::GATE_UP;
-  float g = __fmul_rn(gate_first ? c0 : c1, ds);
-  float u = __fmul_rn(gate_first ? c1 : c0, ds);
+  float g = __fmul_rn(gate_first ? c0 : c1, gate_first ? ds0 : ds1);
+  float u = __fmul_rn(gate_first ? c1 : c0, gate_first ? ds1 : ds0);
   if constexpr (kBias) {
     g = __fadd_rn(g, bias_e[gate_first ? col0 : col1]);
     u = __fadd_rn(u, bias_e[gate_first ? col1 : col0]);
@@ -140,7 +142,10 @@ struct PairedHalvesMainloop : Base {
   }
 };
 
-template <bool kFp8Operand>
+// kChannel: per-channel dequant (fp8-channel: a_row[r] x w[e, col] per output, fix_h's factor),
+// the output then a 16-bit operand (the per-row fp8 quantisation needs the row's amax: a
+// separate pass over the bf16 rows).
+template <bool kFp8Operand, bool kChannel = false>
 class GatedActEpilogue {
  public:
   using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
@@ -219,6 +224,17 @@ class GatedActEpilogue {
     // Addresses: the thread's first element (m0, c0) once, then per element the fragment's static
     // offsets (dm, dc), so each store is a base register plus constants.
     const int m0 = get<0>(tc(0)), c0 = get<1>(tc(0));
+    // The dequant factor of the output at tile row m0 + dm, GEMM1 column col: per expert, or
+    // (kChannel) a_row[r] x w[e, col] as fix_h (rows past M read the expert's first row).
+    const float* const w_e = kChannel ? p.dq.w + e * p.R : nullptr;
+    auto dsc = [&](int dm, int col) -> float {
+      if constexpr (kChannel) {
+        const int r = m0 + dm < M ? m0 + dm : 0;
+        return __fmul_rn(__ldg(p.dq.a_row + row0 + r), __ldg(w_e + col));
+      } else {
+        return ds;
+      }
+    };
     constexpr int kOutBytes = kFp8Operand ? 1 : 2;
     // Halves: the output column of value 0 (below). A tile of kTileN columns holds kTileN / 2
     // rows of each half (PairedHalvesMainloop), outputs n_coord * kTileN / 2 on.
@@ -242,7 +258,7 @@ class GatedActEpilogue {
           const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;  // dc even: pairs start at even columns
           const bool in = c0 + dc < R;
           const int col = in ? c0 + dc : 0;  // the bias row is read in bounds past R too
-          const __nv_bfloat16 v = gated_act_value<kA, kB>(p, ds, bias_e, col, col + 1, acc(i), acc(i + 1));
+          const __nv_bfloat16 v = gated_act_value<kA, kB>(p, dsc(dm, col), dsc(dm, col + 1), bias_e, col, col + 1, acc(i), acc(i + 1));
           st_if(m0 + dm < M && in, base + (dm * p.N + dc / 2) * kOutBytes, operand_bits<kF>(v, s, inv_s), kOutBytes);
         }
       } else {
@@ -261,9 +277,10 @@ class GatedActEpilogue {
             const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
             const bool in = static_cast<int>(halves_o0) + dc < n2;
             const int o = in ? static_cast<int>(halves_o0) + dc : 0;  // the bias row is read in bounds
-            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
+            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, dsc(dm, o), dsc(dm, n2 + o), bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
             const __nv_bfloat16 a1 =
-                gated_act_value<kA, kB>(p, ds, bias_e, o + 1, n2 + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
+                gated_act_value<kA, kB>(p, dsc(dm, o + 1), dsc(dm, n2 + o + 1), bias_e, o + 1, n2 + o + 1, acc(i + 1),
+                                    acc(i + 1 + kValues / 2));
             st_if(m0 + dm < M && in, base + (dm * p.N + dc) * kOutBytes,
                   operand_bits<kF>(a0, s, inv_s) | (operand_bits<kF>(a1, s, inv_s) << (8 * kOutBytes)), 2 * kOutBytes);
           }
@@ -274,12 +291,13 @@ class GatedActEpilogue {
           uint32_t pk[kValues / 4];
           CUTLASS_PRAGMA_UNROLL
           for (int i = 0; i < kValues / 2; i += 2) {
-            const int dc = get<1>(tc(i)) - c0;
+            const int dm = get<0>(tc(i)) - m0, dc = get<1>(tc(i)) - c0;
             const bool in = static_cast<int>(halves_o0) + dc < n2;
             const int o = in ? static_cast<int>(halves_o0) + dc : 0;  // the bias row is read in bounds
-            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, ds, bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
+            const __nv_bfloat16 a0 = gated_act_value<kA, kB>(p, dsc(dm, o), dsc(dm, n2 + o), bias_e, o, n2 + o, acc(i), acc(i + kValues / 2));
             const __nv_bfloat16 a1 =
-                gated_act_value<kA, kB>(p, ds, bias_e, o + 1, n2 + o + 1, acc(i + 1), acc(i + 1 + kValues / 2));
+                gated_act_value<kA, kB>(p, dsc(dm, o + 1), dsc(dm, n2 + o + 1), bias_e, o + 1, n2 + o + 1, acc(i + 1),
+                                    acc(i + 1 + kValues / 2));
             pk[i / 2] = operand_bits<kF>(a0, s, inv_s) | (operand_bits<kF>(a1, s, inv_s) << (8 * kOutBytes));
           }
           if (n2 % 8 == 0) {
@@ -343,14 +361,17 @@ class GatedActEpilogue {
 // The grouped GEMM1 + activation: the SwapAB = false (many rows per expert) instance of
 // GroupedGemm's mainloop with the epilogue above. One instance per operand type
 // (sm90_grouped_gemm_<family>_act.cu).
-template <class Element, class Config>
+// kFp8Out: the epilogue stores e4m3 codes (static tensor scale), else bf16 values; kChannel: the
+// epilogue applies per-channel dequant (fp8-channel, bf16 output).
+template <class Element, class Config, bool kFp8Out = cute::is_same_v<Element, cutlass::float_e4m3_t>,
+          bool kChannel = false>
 struct GroupedGemmAct {
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
   static constexpr int kAlignAB = 128 / cutlass::sizeof_bits<Element>::value;
   using TileShape = typename Config::TileShape;
   using CollectiveEpilogue = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<
-      GatedActEpilogue<cute::is_same_v<Element, cutlass::float_e4m3_t>>>;
+      GatedActEpilogue<kFp8Out, kChannel>>;
   // B as K-major rows with a dynamic l stride (instead of ColumnMajor*'s static 0), so CUTLASS
   // builds a 3-D B descriptor that PairedHalvesMainloop can re-dimension for halves layouts.
   using StrideBTag = cute::Stride<int64_t, cute::Int<1>, int64_t>*;
@@ -439,8 +460,8 @@ __global__ void setup_act_groups_kernel(int groups, const int32_t* offsets, int 
   stride_b[g] = sb;
 }
 
-template <class Element, class Config>
-void GroupedGemmAct<Element, Config>::run(const GroupedGemmArgs& g, const ActivationParams& act, cudaStream_t stream) {
+template <class Element, class Config, bool kFp8Out, bool kChannel>
+void GroupedGemmAct<Element, Config, kFp8Out, kChannel>::run(const GroupedGemmArgs& g, const ActivationParams& act, cudaStream_t stream) {
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);

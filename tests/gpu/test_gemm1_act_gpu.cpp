@@ -163,8 +163,34 @@ TEST(Gemm1ActPathsGpu, HalvesBitwiseEqualToInterleaved) {
       }
 }
 
-// Paths that stay unfused: dynamic fp8-tensor and fp8-channel (their
-// scales need every output's amax) and decode sizes (small-M kernels); checked against the oracle.
+// fp8-channel (per-token x per-channel scales): GEMM1 + activation with the per-channel dequant in
+// the epilogue, bf16 rows, then their per-row quantisation (sm90_gemm1_channel_act_applies), for
+// every gated activation, both orders, bias / router weight on input, both row layouts (halves
+// with a partial last tile), against the oracle with graph replay bitwise equal.
+class Gemm1ChannelActGpu : public ::testing::TestWithParam<std::tuple<int, int, bool>> {};
+
+TEST_P(Gemm1ChannelActGpu, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  const auto [ai, variant, halves] = GetParam();
+  Case c = fused_case(1, kActs[ai], variant, halves);
+  c.format = Format::FP8_CHANNEL;
+  c.fp8_static = false;
+  c.seed += 300;
+  check_case(c);
+}
+
+std::string channel_case_name(const ::testing::TestParamInfo<std::tuple<int, int, bool>>& info) {
+  const auto [ai, variant, halves] = info.param;
+  return std::string(activation_name(kActs[ai])) + (variant == 0 ? "_gate_up" : "_up_gate_bias_oninput") +
+         (halves ? "_halves" : "_interleaved");
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, Gemm1ChannelActGpu,
+                         ::testing::Combine(::testing::Range(0, 4), ::testing::Range(0, 2), ::testing::Bool()),
+                         channel_case_name);
+
+// Paths that stay unfused: dynamic fp8-tensor (its scale needs every output's amax) and decode
+// sizes (small-M kernels); fp8-channel here runs fused (above); checked against the oracle.
 TEST(Gemm1ActPathsGpu, UnfusedCasesMatchOracle) {
   FMOE_REQUIRE_GPU();
   for (Format f : {Format::FP8_TENSOR, Format::FP8_CHANNEL, Format::FP16}) {
