@@ -5,7 +5,10 @@
 // activation dtype of the layers it takes - static fp8 quantisation) to GEMM2's operand, so GEMM1's fp32 output h is neither written
 // nor read back and the activation kernel does not run. At 4096 tokens h is the largest
 // intermediate of small-expert layers (Qwen3-30B-A3B: 201 MB of fp32 written and read for a 25 MB
-// fp8 operand).
+// fp8 operand). Users: bf16 and static fp8-tensor layers (the operand itself), fp8-channel
+// (per-channel dequant, bf16 rows for a per-row quantise pass: sm90_grouped_gemm_fp8_act_channel.cu)
+// and fp8-block (the blockwise mainloop, bf16 rows for a 1 x 128 quantise pass:
+// sm90_grouped_gemm_fp8_blockwise_act.cu).
 //
 // Pairing: it needs the gate and the up sum of an output in one thread. The wgmma accumulator
 // fragment of a 256-column tile gives each thread the columns 8b + 2t, 8b + 2t + 1 of the 32
@@ -47,10 +50,9 @@ namespace fusedmoe::cuda::sm90 {
 // tile runs one straight-line instance of ~40-50 instructions per pair (SASS of efc3aea). The first version switched
 // on them per pair (19k instructions of epilogue code, 64-bit index math per store) and ran GEMM1
 // 1.3-2.7x slower than GEMM1 plus the activation kernel (H100, 2026-11-22).
-// bias_e: the expert's fc1 bias row (kBias).
+// bias_e: the expert's fc1 bias row (kBias). ds0 / ds1: the dequant factors of columns col0 / col1
+// (equal but for per-channel dequant, where each is a_row[r] x w[e, col], as fix_h).
 template <Activation A, bool kBias>
-// ds0 / ds1: the dequant factors of columns col0 / col1 (equal but for per-channel dequant, where
-// each is a_row[r] x w[e, col], as fix_h).
 __device__ __forceinline__ __nv_bfloat16 gated_act_value(const ActivationParams& p, float ds0, float ds1,
                                                          const float* bias_e, int col0, int col1, float c0, float c1) {
   const bool gate_first = p.order == GateUpOrder::GATE_UP;
