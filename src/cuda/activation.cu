@@ -166,18 +166,9 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_block_kernel(Activa
   const int l_begin = static_cast<int>(blockIdx.y) * chunk, l_end = min(lanes, l_begin + chunk);
   const int32_t rows = load_rows(p.rows);
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const uint16_t* src = p.act_bf16 + r * p.N;
     quantise_block_row(
         p.block, r, lanes, static_cast<uint8_t*>(p.out) + r * p.N,
-        [&](int l, float (&a)[8]) {
-          const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + static_cast<int64_t>(l) * 8));
-          const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            a[2 * j] = __uint_as_float(w[j] << 16);
-            a[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
-          }
-        },
+        [&](int l, float (&a)[8]) { load8_as_float(p.act_bf16, DType::BF16, r * p.N + static_cast<int64_t>(l) * 8, a); },
         l_begin, l_end);
   }
 }
@@ -190,28 +181,18 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_row_kernel(Activati
   chain_wait();
   const int lanes = static_cast<int>(p.N / 8);
   const int32_t rows = load_rows(p.rows);
-  auto load = [&](const uint16_t* src, int l, float (&a)[8]) {
-    const uint4 v = __ldg(reinterpret_cast<const uint4*>(src + static_cast<int64_t>(l) * 8));
-    const uint32_t w[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      a[2 * j] = __uint_as_float(w[j] << 16);
-      a[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
-    }
-  };
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const uint16_t* src = p.act_bf16 + r * p.N;
     float m = 0.0f;
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       float a[8];
-      load(src, l, a);
+      load8_as_float(p.act_bf16, DType::BF16, r * p.N + static_cast<int64_t>(l) * 8, a);
       m = fmaxf(m, amax8(a));
     }
     const float s = scale_from_amax(block_max(m));
     if (threadIdx.x == 0) p.row_scale[r] = s;
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       float a[8];
-      load(src, l, a);
+      load8_as_float(p.act_bf16, DType::BF16, r * p.N + static_cast<int64_t>(l) * 8, a);
       store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s);
     }
   }
@@ -426,23 +407,19 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
     launch_chained(quantise_bf16_row_kernel, row_grid(max_rows), row_threads8(p.N), 0, stream, p);
     return;
   }
-  if (p.act_bf16) {
-    if (p.quant != Fp8Quant::BLOCK || p.N % kFp8Block != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, 8))
-      throw Error("activation: bf16 activation rows are quantised for fp8-block only (N a multiple of 128, aligned)");
-    const unsigned y = row_column_chunks(max_rows, p.N);
-    const int64_t lanes = p.N / 8, chunk = ((lanes + y - 1) / y + 31) / 32 * 32;
-    const unsigned threads = static_cast<unsigned>(std::min<int64_t>(kVecThreads, chunk));
-    launch_chained(quantise_bf16_block_kernel, dim3(row_grid(max_rows), y), threads, 0, stream, p);
-    return;
-  }
-  if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && rows_fit && p.dq.kind != Dequant::CHANNEL &&
-      aligned_to(p.h, 16) && aligned_to(p.out, 8)) {
+  if (p.act_bf16 && (p.quant != Fp8Quant::BLOCK || p.N % kFp8Block != 0 || !aligned_to(p.act_bf16, 16) ||
+                     !aligned_to(p.out, 8)))
+    throw Error("activation: bf16 activation rows are quantised for fp8-block only (N a multiple of 128, aligned)");
+  // (bf16 rows: quantise_bf16_block_kernel on the same launch shape as the activation kernel.)
+  if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && aligned_to(p.out, 8) &&
+      (p.act_bf16 || (rows_fit && p.dq.kind != Dequant::CHANNEL && aligned_to(p.h, 16)))) {
     const unsigned y = row_column_chunks(max_rows, p.N);
     // No more threads than a block's chunk has lanes (whole warps, as the kernel's chunk): a
     // 256-wide row (DeepSeek-V3 TP8) is one warp's work, and 256 threads left 7 of 8 warps idle.
     const int64_t lanes = p.N / 8, chunk = ((lanes + y - 1) / y + 31) / 32 * 32;
     const unsigned threads = static_cast<unsigned>(std::min<int64_t>(kVecThreads, chunk));
-    launch_chained(activation_block_vec_kernel, dim3(row_grid(max_rows), y), threads, 0, stream, p);
+    launch_chained(p.act_bf16 ? quantise_bf16_block_kernel : activation_block_vec_kernel, dim3(row_grid(max_rows), y),
+                   threads, 0, stream, p);
     return;
   }
   if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&
