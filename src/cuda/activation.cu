@@ -173,8 +173,9 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_block_kernel(Activa
   }
 }
 
-// ROW quantisation of activation outputs the fp8-channel GEMM1 + activation already wrote rounded
-// to bf16 (p.act_bf16, [rows, N], N a multiple of 8): one block per row (grid-stride), the row's
+// ROW quantisation of activation outputs the fp8-channel GEMM1 + activation (or the 4-bit wgmma
+// GEMM1 + activation: codes as 16-bit values) already wrote rounded to bf16 (p.act_bf16, [rows, N],
+// N a multiple of 8): one block per row (grid-stride), the row's
 // amax from a first pass, the codes from a second (the row is in L2): the values, scale and codes
 // of activation_row_vec_kernel for the same sums.
 __global__ void __launch_bounds__(kVecThreads) quantise_bf16_row_kernel(ActivationParams p) {
@@ -402,8 +403,8 @@ unsigned row_column_chunks(int64_t max_rows, int64_t n) {
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
   if (p.act_bf16 && p.quant == Fp8Quant::ROW) {
-    if (p.op != Operand::FP8 || p.N % 8 != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, 8))
-      throw Error("activation: bf16 activation rows are quantised per row for fp8 operands only (N a multiple of 8, aligned)");
+    if (p.N % 8 != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16))
+      throw Error("activation: bf16 activation rows are quantised per row with N a multiple of 8 and aligned pointers");
     launch_chained(quantise_bf16_row_kernel, row_grid(max_rows), row_threads8(p.N), 0, stream, p);
     return;
   }

@@ -635,6 +635,20 @@ class CudaBackend final : public BackendImpl {
       ActivationParams q = ap;
       q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
       launch_activation(q, slots, stream);
+    } else if (w4_gemm1_act_applies(slots, ap)) {
+      // 4-bit MXFP4 / NVFP4 layers at large batches: the activation in the wgmma GEMM1's epilogue
+      // (w4_wgmma.cu), GEMM2's bf16 operand stored there; with per-token fp8 activations the rows
+      // rounded to bf16 into h's buffer, then only their per-row quantisation (the activation
+      // stage of run_timed()).
+      const bool rows16 = ap.quant == Fp8Quant::ROW;
+      w4_wgmma_gemm1_activation(w4_weights(true), g1.a, ap, rows16 ? reinterpret_cast<uint16_t*>(b.h) : nullptr,
+                                g1.groups, g1.expert_offsets, g1.max_rows, stream);
+      mark(2);
+      if (rows16) {
+        ActivationParams q = ap;
+        q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
+        launch_activation(q, slots, stream);
+      }
     } else if (!w4_ && stream_gemm1_act_applies(g1, path1_, ap)) {
       // The few-rows range on the stream GEMM (stream_gemm_takes) for the same layers: its
       // weight blocks hold an output's gate and up rows, the activation in its epilogue.
@@ -664,6 +678,9 @@ class CudaBackend final : public BackendImpl {
     // the finalize at large batches on small experts. h stays fp32 (its rounding moves the fp8
     // requantisation: NOTES.md). Measured in src/cuda/NOTES.md, "GEMM2's y in bf16".
     if (!w4_ && args.output.dtype == DType::BF16 && sm90_bf16_d_applies(g2, path2_)) g2.d_dtype = DType::BF16;
+    // The same for the 4-bit layers' wgmma GEMM2s (w4_wgmma.cu, w4a8_wgmma.cu).
+    if (w4_ && args.output.dtype == DType::BF16 && w4_wgmma2_ && w4_large_batch(g2.max_rows))
+      g2.d_dtype = DType::BF16;
 
     // ---- finalize ----
     fp.y = b.y;  // the rest above (the one-token kernel takes the same parameters)
@@ -759,6 +776,16 @@ class CudaBackend final : public BackendImpl {
     return w;
   }
 
+  // Whether GEMM1 and the activation of this batch run as one wgmma kernel (MXFP4 / NVFP4 at
+  // large batches, gated activations; GEMM2's operand unquantised, or per-token fp8 of a bf16
+  // layer: w4_wgmma_act_refusal). NVFP4 W4A4 (a 1 x 16 block quantisation) and W4A8 stay unfused.
+  bool w4_gemm1_act_applies(int64_t slots, const ActivationParams& ap) const {
+    if (!w4_ || config_.format == Format::W4A8_INT4 || !w4_wgmma1_ || !w4_large_batch(slots)) return false;
+    const bool rows16 = ap.quant == Fp8Quant::ROW;
+    if (rows16 && (ap.N % 8 != 0 || reinterpret_cast<uintptr_t>(ap.out) % (ap.op == Operand::FP8 ? 8 : 16) != 0)) return false;
+    return w4_wgmma_act_refusal(w4_weights(true), ap, rows16) == nullptr;
+  }
+
   // Whether this batch takes the large-batch way (a wgmma kernel, or decode + the SM90 GEMM)
   // rather than the mma kernel.
   bool w4_large_batch(int64_t slots) const {
@@ -770,16 +797,19 @@ class CudaBackend final : public BackendImpl {
   // SM90 GEMM.
   void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
     const W4Weights w = w4_weights(gemm1);
+    const bool wgmma = w4_large_batch(g.max_rows) && (gemm1 ? w4_wgmma1_ : w4_wgmma2_);
+    if (g.d_dtype != DType::F32 && !wgmma)
+      throw Error(std::string("4-bit GEMM: d_dtype ") + dtype_name(g.d_dtype) + " needs the wgmma kernels (f32 expected)");
     if (!w4_large_batch(g.max_rows)) {
       w4_mma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     if (gemm1 ? w4_wgmma1_ : w4_wgmma2_) {
       if (w.format == Format::W4A8_INT4)
-        w4a8_wgmma_grouped_gemm(w, static_cast<const uint8_t*>(g.a), static_cast<float*>(g.d), g.groups,
-                                g.expert_offsets, g.max_rows, stream);
+        w4a8_wgmma_grouped_gemm(w, static_cast<const uint8_t*>(g.a), g.d, g.d_dtype, g.groups, g.expert_offsets,
+                                g.max_rows, stream);
       else
-        w4_wgmma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
+        w4_wgmma_grouped_gemm(w, g.a, g.d, g.d_dtype, g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     // MXFP4 / NVFP4 GEMMs the wgmma kernel cannot take: decode a chunk of experts, then the GEMM.

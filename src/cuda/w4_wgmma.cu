@@ -20,6 +20,14 @@
 // 4097 spreads its two nibbles to the two 16-bit halves, and the shifts/masks of the e2m1 ->
 // bf16 placement follow; then the bf16x2 multiply by the block scale. The fragments of step j
 // are decoded while the wgmmas of the steps before it run (one commit group per k16 step).
+//
+// Outputs (W4Out): fp32 D; bf16 D (GEMM2's y where the layer's output is bf16, as the CUTLASS
+// paths' d16 instances: the same sums rounded once); or GEMM1 with the gated activation in the
+// epilogue (kAct): a CTA then owns 64 activation outputs, its local weight row 16 b + i being
+// output 8 b + i % 8's gate row (i < 8) or up row (i >= 8), so a thread's A fragment rows g and
+// g + 8 are the gate and up sums of one output and the activation runs in registers. It stores
+// GEMM2's 16-bit operand (no quantisation) or, for per-token fp8 activations, the bf16 rows a
+// quantise-only pass reads (no fp32 h, no activation kernel).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -27,6 +35,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cuda/activation_math.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/smem_opt_in.hpp"
@@ -53,15 +62,19 @@ constexpr int kWBytes = kRowsPerCta * kWPitch;    // weight tile of a stage
 constexpr int kLutBytes = 256 * 4;                  // scale code -> bf16x2 multiplier (scale_bits)
 constexpr int kSmem = kStages * (kBBytes + kWBytes) + kLutBytes + 1024;  // + alignment slack
 
+enum class W4Out { F32, BF16, ACT };
+
 struct Params {
   const uint8_t* w;
   const void* scale;
   const uint16_t* a;
-  float* d;
-  int64_t n, k;
+  void* d;  // F32: float [rows, n]; BF16: bf16 [rows, n]; ACT: bf16 activation rows [rows, N] or null
+  int64_t n, k;  // n: weight rows (ACT: 2N)
   int groups;
   const int32_t* offsets;
   bool swizzled;
+  ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
+  uint32_t spread = 4097u, place = 0x1040u;  // e2m1_byte_pair's multipliers (why they are parameters: there)
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -109,21 +122,88 @@ using IntC = std::integral_constant<int, V>;
 __device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows > 32 ? 64 : 32); }
 
 // Byte `t` of `word` (two e2m1 codes) -> bf16x2 bits of value x 2^-126 (low code in the low half).
-__device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel) {
+// The two multipliers (4097, 0x1040) come from the kernel parameters (Params::spread / place):
+// with them as literals ptxas turned the x 4097 into LEA (x << 12) + x in some instances, an ALU
+// instruction next to the LOP3 / PRMT / ISETP the decode already issues there, where IMAD runs on
+// the FMA pipe: the GEMM1 + activation instance's mainloop issued the same 229 instructions per
+// stage with 16 IMADs turned into LEAs, and took 9% longer (ncu: math-pipe-throttle stalls
+// doubled; bench/results/2026-11-26-h100-w4-gemm1-act/ncu). Values unknown to the compiler stay IMADs.
+__device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel, uint32_t spread, uint32_t place) {
   const uint32_t y = prmt(word, 0u, sel);   // the byte alone
-  const uint32_t s = y * 4097u;              // low code at bits 0..3, high code at bits 16..19
+  const uint32_t s = y * spread;             // x 4097: low code at bits 0..3, high code at bits 16..19
   // decode_word<F, true>'s placement (w4_decode.cuh): both codes masked, one multiply, one mask
   // (the shift form took 6 instructions with the prmt and the spread: M = 4096 0.98-1.00x the
   // layer time, H100, bench/results/2026-11-26-h100-decode-layer-w4 r6).
-  return ((s & 0x000F000Fu) * 0x1040u) & 0x81C081C0u;
+  return ((s & 0x000F000Fu) * place) & 0x81C081C0u;  // x 0x1040
+}
+
+// kAct's epilogue for one half of the token tile (acc: output o's gate sums in acc[4 j + q], its
+// up sums in acc[4 j + 2 + q], q < 2, for token tok0 + 8 j + 2 t + q of the tile; sums x 2^-126
+// as the mainloop leaves them): the activation kernel's arithmetic on the values it would read
+// from h (fix_h's GENERIC dequant and bias, gated_as<A>, rounded to bf16), stored as GEMM2's bf16
+// operand or into the bf16 rows p.d for a quantise-only pass. Branch-free up to the predicated
+// stores, so that nvcc interleaves the outputs' latency chains: a first version rolled over the
+// outputs (one chain at a time, one CTA per SM) made the fused GEMM1 take 635 us against 497 for
+// the plain one and 90 for the activation kernel (Qwen3-30B-A3B mxfp4, 4096 tokens, H200, r1). The bits equal fix_h's: the factor is generic_factor's product with absent factors as
+// x 1 (exact), the bias add of an absent bias adds -0 (x + -0 == x, signed zeros included).
+template <int N, Activation A>
+__device__ __forceinline__ void act_epilogue_as(const Params& p, const float (&acc)[64], int e, int64_t row0,
+                                                int rows, int64_t o, int tok0) {
+  const ActivationParams& a = p.act;
+  if (o >= a.N) return;
+  constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+  int64_t gi, ui;
+  gate_up_columns(a, o, gi, ui);
+  const float bg = a.bias ? a.bias[static_cast<int64_t>(e) * a.R + gi] : -0.0f;
+  const float bu = a.bias ? a.bias[static_cast<int64_t>(e) * a.R + ui] : -0.0f;
+  const float ae = a.dq.a_expert ? a.dq.a_expert[e] : 1.0f, we = a.dq.w_expert ? a.dq.w_expert[e] : 1.0f;
+  const float* a_row = a.dq.a_row;
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.d ? p.d : a.out);
+  const int t = threadIdx.x & 3;
+  // The rows' activation scales first (1 without them: (1 x ae) x we is generic_factor's product),
+  // all loads in flight before the arithmetic. With each load inside the arithmetic (behind an
+  // a_row test) the per-token fp8 instance's GEMM1 took 655 us against 557 for the bf16 one
+  // (Qwen3-30B-A3B 4096 tokens, H200, r2); loads first, in the build that also fixed
+  // e2m1_byte_pair's multipliers: 543 (r3).
+  float ar[N / 4];
+#pragma unroll
+  for (int i = 0; i < N / 4; ++i) {
+    const int tok = tok0 + 8 * (i / 2) + 2 * t + (i % 2);
+    ar[i] = a_row && tok < rows ? a_row[row0 + tok] : 1.0f;
+  }
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int q = 0; q < 2; ++q) {
+      const int tok = tok0 + 8 * j + 2 * t + q;
+      const bool ok = tok < rows;
+      const int64_t r = row0 + tok;
+      const float ds = __fmul_rn(__fmul_rn(ar[2 * j + q], ae), we);
+      const float gate = __fadd_rn(__fmul_rn(acc[4 * j + q] * kOut, ds), bg);
+      const float up = __fadd_rn(__fmul_rn(acc[4 * j + 2 + q] * kOut, ds), bu);
+      const __nv_bfloat16 v = __float2bfloat16_rn(gated_as<A>(a, gate, up));
+      if (ok) out[r * a.N + o] = v;
+    }
+}
+
+template <int N>
+__device__ __forceinline__ void act_epilogue(const Params& p, const float (&acc)[64], int e, int64_t row0, int rows,
+                                             int64_t o, int tok0) {
+  switch (p.act.act) {
+    case Activation::SILU: act_epilogue_as<N, Activation::SILU>(p, acc, e, row0, rows, o, tok0); break;
+    case Activation::GELU: act_epilogue_as<N, Activation::GELU>(p, acc, e, row0, rows, o, tok0); break;
+    case Activation::GELU_TANH: act_epilogue_as<N, Activation::GELU_TANH>(p, acc, e, row0, rows, o, tok0); break;
+    default: act_epilogue_as<N, Activation::SWIGLUOAI>(p, acc, e, row0, rows, o, tok0); break;
+  }
 }
 
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
 // the time of a plain parameter (H200 A/B, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 8;
 // on w4_mma_kernel the same change raised registers and spilled, and was not made).
-template <int F>
+template <int F, W4Out O>
 __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_constant__ Params p) {
   chain_wait();
+  constexpr bool kAct = O == W4Out::ACT;
   constexpr int S = kStages;
   extern __shared__ uint8_t smem_raw[];
   int e, tile;
@@ -140,7 +220,22 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   lut[threadIdx.x] = scale_bits<F>(threadIdx.x);
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kRowsPerCta;
+  // kAct: the CTA's first activation output (64 per CTA); else its first weight row.
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kAct ? kRowsPerCta / 2 : kRowsPerCta);
+  // Weight row of local row lr (0 when it has none: never stored); ok: it has one.
+  auto weight_row = [&](int lr, bool& ok) -> int64_t {
+    if constexpr (kAct) {
+      const int64_t o = n0 + (lr >> 4) * 8 + (lr & 7);
+      ok = o < p.act.N;
+      if (!ok) return 0;
+      int64_t gi, ui;
+      gate_up_columns(p.act, o, gi, ui);
+      return (lr & 8) ? ui : gi;
+    } else {
+      ok = n0 + lr < p.n;
+      return ok ? n0 + lr : 0;
+    }
+  };
   const int64_t row0 = p.offsets[e] + static_cast<int64_t>(tile) * TM;
   const int rows = static_cast<int>(min(static_cast<int64_t>(TM), static_cast<int64_t>(p.offsets[e + 1]) - row0));
   const int64_t half_k = p.k / 2;
@@ -165,13 +260,22 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   }
   const uint32_t bdst = static_cast<uint32_t>(brow * 128 + ((bcol ^ (brow & 7)) << 4));
   const int wr = tid >> 1;
-  const bool wok = n0 + wr < p.n;
-  const uint8_t* wsrc = we + (n0 + (wok ? wr : 0)) * half_k + (tid & 1) * 16;
+  bool wok;
+  const uint8_t* wsrc = we + weight_row(wr, wok) * half_k + (tid & 1) * 16;
   const uint32_t wdst = static_cast<uint32_t>(wr * kWPitch + (tid & 1) * 16);
-  auto issue = [&](int s, uint32_t buf) {  // buf = s % S
+  // C: the activation chunks issued per stage (a compile-time count; chunks past the tile's rows
+  // are predicated off). kAct issues only those its mainloop instance can need (its token widths,
+  // below): 7 fewer predicated-off copies per stage at N = 32. Measured (H200, same call,
+  // bench/results/2026-11-26-h100-w4-gemm1-act r4): the fused instance's GEMM1 0.97 / 0.99x at
+  // DeepSeek-V3 TP1 mxfp4 1024 / 4096 tokens; the same trim slowed the plain instances 1-4%
+  // (fewer instructions, a worse schedule: this mainloop is latency-bound at 8 warps per SM and
+  // its speed follows ptxas's schedule), so they keep every chunk.
+  auto issue = [&](auto chunks_c, int s, uint32_t buf) {  // buf = s % S
+    constexpr int C = decltype(chunks_c)::value;
+    static_assert(C >= 1 && C <= kBChunks, "activation chunks per thread");
     if (s < nk) {
 #pragma unroll
-      for (int i = 0; i < kBChunks; ++i)
+      for (int i = 0; i < C; ++i)
         if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
       cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
     }
@@ -183,12 +287,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // (linear: 2 or 4 bytes; swizzled: one 512-byte k group per 4 scale columns). Rows past n read
   // row 0's (never stored); stages past the end re-read the last one (never used).
   const int lrow = wg * 64 + warp * 16 + g;
-  const int64_t r_lo = n0 + lrow, r_hi = r_lo + 8;
+  bool lo_ok, hi_ok;
+  const int64_t r_lo = weight_row(lrow, lo_ok), r_hi = weight_row(lrow + 8, hi_ok);
   constexpr int kBs = F == kMx ? 32 : 16, kPer = kBK / kBs;
   const int64_t scols = p.k / kBs;
-  auto scale_base = [&](int64_t row) {
+  auto scale_base = [&](int64_t row) {  // row: a weight row (0 for rows past n)
     const uint8_t* base = static_cast<const uint8_t*>(p.scale);
-    if (row >= p.n) row = 0;
     return p.swizzled ? base + e * (((p.n + 127) / 128 * 128) * ((scols + 3) / 4 * 4)) + swizzled_offset(row, 0, scols)
                       : base + (e * p.n + row) * scols;
   };
@@ -219,8 +323,11 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
 
+    // Chunk i holds rows tid / 8 + 32 i: the first half's N0 rows, then from chunk 4 the second's N1.
+    constexpr int kChunks = !kAct ? kBChunks : (N1 > 0 ? 4 + N1 / 32 : N0 / 32);
+    const IntC<kChunks> chunks{};
 #pragma unroll
-    for (int s = 0; s < S - 2; ++s) issue(s, static_cast<uint32_t>(s));
+    for (int s = 0; s < S - 2; ++s) issue(chunks, s, static_cast<uint32_t>(s));
     uint32_t sc0[2], sc1[2], sc2[2];  // raw scales of stages s, s + 1, s + 2
     scales(0, sc0[0], sc0[1]);
     scales(1, sc1[0], sc1[1]);
@@ -235,7 +342,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       cp_async_wait<S - 3>();  // this thread's copies of stage s have landed
       fence_proxy_async();
       __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
-      issue(s + S - 2, ibuf);  // into the buffer of stage s - 2
+      issue(chunks, s + S - 2, ibuf);  // into the buffer of stage s - 2
       // Rows lrow / lrow + 8: 32 packed bytes each = 8 words (k16 step j: words 2j, 2j + 1).
       const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch;
       const uint4 l0 = *reinterpret_cast<const uint4*>(wrow), l1 = *reinterpret_cast<const uint4*>(wrow + 16);
@@ -256,10 +363,10 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
         // Block scale of k16 step j: MXFP4 block j / 2, NVFP4 block j.
         const uint32_t s_lo = s2[0][F == kMx ? j / 2 : j], s_hi = s2[1][F == kMx ? j / 2 : j];
-        A[j][0] = bf16x2_mul(e2m1_byte_pair(wl[2 * j], sel), s_lo);
-        A[j][1] = bf16x2_mul(e2m1_byte_pair(wh[2 * j], sel), s_hi);
-        A[j][2] = bf16x2_mul(e2m1_byte_pair(wl[2 * j + 1], sel), s_lo);
-        A[j][3] = bf16x2_mul(e2m1_byte_pair(wh[2 * j + 1], sel), s_hi);
+        A[j][0] = bf16x2_mul(e2m1_byte_pair(wl[2 * j], sel, p.spread, p.place), s_lo);
+        A[j][1] = bf16x2_mul(e2m1_byte_pair(wh[2 * j], sel, p.spread, p.place), s_hi);
+        A[j][2] = bf16x2_mul(e2m1_byte_pair(wl[2 * j + 1], sel, p.spread, p.place), s_lo);
+        A[j][3] = bf16x2_mul(e2m1_byte_pair(wh[2 * j + 1], sel, p.spread, p.place), s_hi);
         fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
         fence_operand(acc0);
         fence_operand(acc1);
@@ -284,23 +391,29 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     cp_async_wait<0>();
 
     // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
-    constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+    if constexpr (kAct) {
+      act_epilogue<N0>(p, acc0, e, row0, rows, n0 + (lrow >> 4) * 8 + g, 0);
+      if constexpr (N1 > 0) act_epilogue<N1>(p, acc1, e, row0, rows, n0 + (lrow >> 4) * 8 + g, 128);
+    } else {
+      constexpr DType kD = O == W4Out::BF16 ? DType::BF16 : DType::F32;
+      constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
 #pragma unroll
-    for (int j = 0; j < N0 / 8; ++j)
+      for (int j = 0; j < N0 / 8; ++j)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int64_t col = (q >= 2 ? r_hi : r_lo);
-        const int tok = 8 * j + 2 * t + (q & 1);
-        if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc0[4 * j + q] * kOut;
-      }
+        for (int q = 0; q < 4; ++q) {
+          const bool ok = q >= 2 ? hi_ok : lo_ok;
+          const int tok = 8 * j + 2 * t + (q & 1);
+          if (ok && tok < rows) store_from_float(p.d, kD, (row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo), acc0[4 * j + q] * kOut);
+        }
 #pragma unroll
-    for (int j = 0; j < N1 / 8; ++j)
+      for (int j = 0; j < N1 / 8; ++j)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int64_t col = (q >= 2 ? r_hi : r_lo);
-        const int tok = 128 + 8 * j + 2 * t + (q & 1);
-        if (col < p.n && tok < rows) p.d[(row0 + tok) * p.n + col] = acc1[4 * j + q] * kOut;
-      }
+        for (int q = 0; q < 4; ++q) {
+          const bool ok = q >= 2 ? hi_ok : lo_ok;
+          const int tok = 128 + 8 * j + 2 * t + (q & 1);
+          if (ok && tok < rows) store_from_float(p.d, kD, (row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo), acc1[4 * j + q] * kOut);
+        }
+    }
   };
   // Half widths: the fewest of 32 / 64 / 128 that hold the rows (the second half only past 128).
   const int n0w = half_n(min(rows, 128)), n1w = rows > 128 ? half_n(rows - 128) : 0;
@@ -312,27 +425,24 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   else mainloop(IntC<32>{}, IntC<0>{});
 }
 
-template <int F>
+template <int F, W4Out O>
 void launch(const Params& p, int64_t max_rows, cudaStream_t stream) {
-  opt_in_dynamic_smem<w4_wgmma_kernel<F>>(kSmem);
+  opt_in_dynamic_smem<w4_wgmma_kernel<F, O>>(kSmem);
   const int64_t active = std::min<int64_t>(max_rows, p.groups);
   const int64_t tiles = (max_rows + TM - 1) / TM + active;  // >= the sum over experts of ceil(rows / TM)
   if (tiles > 65535) throw Error("w4 wgmma GEMM: " + std::to_string(max_rows) + " rows need more token tiles than a grid holds");
-  const dim3 grid(static_cast<unsigned>((p.n + kRowsPerCta - 1) / kRowsPerCta), static_cast<unsigned>(tiles));
-  launch_chained(w4_wgmma_kernel<F>, grid, dim3(kThreads), kSmem, stream, p);
+  const int64_t per_cta = O == W4Out::ACT ? kRowsPerCta / 2 : kRowsPerCta, cols = O == W4Out::ACT ? p.act.N : p.n;
+  const dim3 grid(static_cast<unsigned>((cols + per_cta - 1) / per_cta), static_cast<unsigned>(tiles));
+  launch_chained(w4_wgmma_kernel<F, O>, grid, dim3(kThreads), kSmem, stream, p);
 }
 
-}  // namespace
-
-bool w4_wgmma_shape_ok(const W4Weights& w) {
-  return (w.format == Format::MXFP4 || w.format == Format::NVFP4) && w.k % kBK == 0 && w.k > 0 && w.n > 0 &&
-         reinterpret_cast<uintptr_t>(w.w) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
+template <W4Out O>
+void launch_format(Format f, const Params& p, int64_t max_rows, cudaStream_t stream) {
+  if (f == Format::MXFP4) launch<kMx, O>(p, max_rows, stream);
+  else launch<kNv, O>(p, max_rows, stream);
 }
 
-void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
-                           int64_t max_rows, cudaStream_t stream) {
-  if (max_rows <= 0 || groups <= 0) return;
-  if (!w4_wgmma_shape_ok(w)) throw Error("w4 wgmma GEMM: needs MXFP4 / NVFP4 weights, k % 64 == 0, aligned pointers");
+Params make_params(const W4Weights& w, const void* a, void* d, int groups, const int32_t* offsets) {
   Params p;
   p.w = w.w;
   p.scale = w.scale;
@@ -343,8 +453,49 @@ void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int grou
   p.groups = groups;
   p.offsets = offsets;
   p.swizzled = w.swizzled;
-  if (w.format == Format::MXFP4) launch<kMx>(p, max_rows, stream);
-  else launch<kNv>(p, max_rows, stream);
+  return p;
+}
+
+}  // namespace
+
+bool w4_wgmma_shape_ok(const W4Weights& w) {
+  return (w.format == Format::MXFP4 || w.format == Format::NVFP4) && w.k % kBK == 0 && w.k > 0 && w.n > 0 &&
+         reinterpret_cast<uintptr_t>(w.w) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
+}
+
+void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, void* d, DType d_dtype, int groups, const int32_t* offsets,
+                           int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0 || groups <= 0) return;
+  if (!w4_wgmma_shape_ok(w)) throw Error("w4 wgmma GEMM: needs MXFP4 / NVFP4 weights, k % 64 == 0, aligned pointers");
+  if (d_dtype != DType::F32 && d_dtype != DType::BF16)
+    throw Error(std::string("w4 wgmma GEMM: d_dtype ") + dtype_name(d_dtype) + " (expected f32 or bf16)");
+  const Params p = make_params(w, a, d, groups, offsets);
+  if (d_dtype == DType::BF16) launch_format<W4Out::BF16>(w.format, p, max_rows, stream);
+  else launch_format<W4Out::F32>(w.format, p, max_rows, stream);
+}
+
+const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows) {
+  if (!w4_wgmma_shape_ok(w)) return "the weights are not the wgmma kernel's (MXFP4 / NVFP4, k % 64 == 0, aligned)";
+  if (act.act == Activation::RELU2) return "relu2 is not a gated activation";
+  if (act.R != 2 * act.N || w.n != act.R) return "GEMM1's rows are not the gate and up rows of N outputs";
+  if (act.dq.kind != Dequant::GENERIC) return "a dequant other than the 4-bit formats' (GENERIC)";
+  if (act.act_dtype != DType::BF16) return "the activation dtype is not bf16";
+  if (bf16_rows) {
+    if (act.quant != Fp8Quant::ROW) return "bf16 activation rows are for per-token fp8 activations";
+  } else if (act.quant != Fp8Quant::NONE || act.op != Operand::BF16) {
+    return "GEMM2's operand is not bf16 (ROW: bf16 rows and a quantise pass; nvfp4 W4A4: unfused)";
+  }
+  return nullptr;
+}
+
+void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const ActivationParams& act, uint16_t* act_rows,
+                               int groups, const int32_t* offsets, int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0 || groups <= 0) return;
+  if (const char* why = w4_wgmma_act_refusal(w, act, act_rows != nullptr))
+    throw Error(std::string("w4 wgmma GEMM1 + activation: ") + why);
+  Params p = make_params(w, a, act_rows, groups, offsets);
+  p.act = act;
+  launch_format<W4Out::ACT>(w.format, p, max_rows, stream);
 }
 
 }  // namespace fusedmoe::cuda

@@ -1,0 +1,270 @@
+// GEMM1 with the gated activation in the 4-bit wgmma kernel's epilogue (w4_wgmma_gemm1_activation,
+// src/cuda/w4_wgmma.cu) against the unfused stages it replaces: the same kernel writing fp32 h,
+// then the activation kernel (launch_activation). The epilogue runs the activation kernel's
+// arithmetic on the same sums, so the outputs must be the same bytes:
+// - GEMM2's bf16 operand (bf16 activations: quant NONE) for MXFP4 and NVFP4 (with its per-expert
+//   global scale), linear and swizzled scales, gate / up rows in halves and interleaved, both
+//   orders, every gated activation, with and without fc1 bias;
+// - per-token fp8 activations (quant ROW): the fused kernel's bf16 rows, quantised per row by the
+//   quantise-only pass, give the codes (as bf16 values) and row scales of the activation kernel,
+//   with a per-row activation scale in the dequant;
+// - rows per expert that cut the 256-token tile and its 128-token halves, empty experts, N not a
+//   multiple of the kernel's 64 outputs per CTA.
+// The two outputs start from different poison bytes, so an output either path skips fails.
+// And at the layer: MXFP4 / NVFP4 layers with bf16 activations at large batches run no activation
+// kernel (run_timed's activation stage is two adjacent events) and match the oracle; with per-token
+// fp8 activations the activation stage is the quantise-only pass.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda/moe_kernels.hpp"
+#include "cuda/w4_gemm.hpp"
+#include "fusedmoe/codecs.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+struct ActCase {
+  Format format;
+  bool swizzled, interleaved, bias, row_quant;
+  GateUpOrder order;
+  Activation act;
+  std::vector<int32_t> rows;  // per expert
+  int64_t N, k;
+};
+
+std::string describe(const ActCase& c) {
+  return std::string(c.format == Format::MXFP4 ? "mxfp4" : "nvfp4") + (c.swizzled ? " swizzled" : " linear") +
+         (c.interleaved ? " interleaved" : " halves") + (c.order == GateUpOrder::GATE_UP ? " gate-up" : " up-gate") +
+         (c.bias ? " bias" : "") + (c.row_quant ? " fp8 rows" : " bf16") + " act " + std::to_string(static_cast<int>(c.act)) +
+         " N " + std::to_string(c.N) + " k " + std::to_string(c.k);
+}
+
+template <typename T>
+DeviceBuffer to_device(const std::vector<T>& v, size_t extra = 16) {
+  DeviceBuffer b(v.size() * sizeof(T) + extra);
+  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
+  return b;
+}
+
+void run_case(const ActCase& c, uint64_t seed) {
+  SCOPED_TRACE(describe(c));
+  const int E = static_cast<int>(c.rows.size());
+  const int bs = c.format == Format::MXFP4 ? 32 : 16;
+  const int64_t N = c.N, R = 2 * N, k = c.k, cols = k / bs;
+  std::vector<int32_t> offsets(E + 1, 0), row_expert;
+  for (int e = 0; e < E; ++e) {
+    offsets[e + 1] = offsets[e] + c.rows[e];
+    for (int r = 0; r < c.rows[e]; ++r) row_expert.push_back(e);
+  }
+  const int32_t total = offsets[E];
+
+  std::mt19937_64 rng(seed);
+  std::vector<uint8_t> w(static_cast<size_t>(E * R * k / 2));
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> flat(static_cast<size_t>(E * R * cols));
+  for (auto& s : flat) s = c.format == Format::MXFP4 ? static_cast<uint8_t>(121 + rng() % 8) : static_cast<uint8_t>(0x18 + rng() % 0x30);
+  std::vector<uint8_t> scales;
+  if (c.swizzled) {
+    const size_t per = swizzled_scale_bytes(R, cols);
+    scales.assign(per * E, 0);
+    for (int e = 0; e < E; ++e) swizzle_scales_128x4(flat.data() + e * R * cols, R, cols, scales.data() + e * per);
+  } else {
+    scales = flat;
+  }
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> a(static_cast<size_t>(total) * k);
+  for (auto& x : a) x = float_to_bf16_bits(0.25f * nd(rng));
+  std::vector<float> bias(static_cast<size_t>(E * R)), w_expert(E), a_row(static_cast<size_t>(total) + 1);
+  for (auto& b : bias) b = 0.5f * nd(rng);
+  for (auto& s : w_expert) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 5) - 3);
+  for (auto& s : a_row) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 7) - 3);
+
+  DeviceBuffer dw = to_device(w), ds = to_device(scales), da = to_device(a), doff = to_device(offsets),
+               drow_e = to_device(row_expert), dbias = to_device(bias), dwe = to_device(w_expert), dar = to_device(a_row);
+  const std::vector<int32_t> count{total};
+  DeviceBuffer dcount = to_device(count);
+  const size_t out_bytes = static_cast<size_t>(total) * N * 2 + 16, h_bytes = static_cast<size_t>(total) * R * 4 + 16;
+  DeviceBuffer dh(h_bytes), dout_ref(out_bytes), dout(out_bytes), drows16(out_bytes), dscale_ref(total * 4 + 16),
+      dscale(total * 4 + 16);
+  FMOE_CUDA(cudaMemset(dout_ref.get(), 0x00, out_bytes));
+  FMOE_CUDA(cudaMemset(dout.get(), 0xFF, out_bytes));
+  FMOE_CUDA(cudaMemset(drows16.get(), 0xFF, out_bytes));
+  FMOE_CUDA(cudaMemset(dscale_ref.get(), 0x00, total * 4 + 16));
+  FMOE_CUDA(cudaMemset(dscale.get(), 0xFF, total * 4 + 16));
+
+  cuda::W4Weights wt;
+  wt.format = c.format;
+  wt.swizzled = c.swizzled;
+  wt.w = static_cast<const uint8_t*>(dw.get());
+  wt.scale = ds.get();
+  wt.n = R;
+  wt.k = k;
+
+  cuda::ActivationParams ap;
+  ap.h = static_cast<const float*>(dh.get());
+  ap.R = R;
+  ap.N = N;
+  ap.row_expert = static_cast<const int32_t*>(drow_e.get());
+  ap.rows = static_cast<const int32_t*>(dcount.get());
+  ap.act = c.act;
+  ap.order = c.order;
+  ap.interleaved = c.interleaved;
+  ap.bias = c.bias ? static_cast<const float*>(dbias.get()) : nullptr;
+  ap.dq.kind = cuda::Dequant::GENERIC;
+  if (c.format == Format::NVFP4) ap.dq.w_expert = static_cast<const float*>(dwe.get());
+  if (c.row_quant) ap.dq.a_row = static_cast<const float*>(dar.get());
+  ap.act_dtype = DType::BF16;
+  ap.op = cuda::Operand::BF16;
+  ap.quant = c.row_quant ? cuda::Fp8Quant::ROW : cuda::Fp8Quant::NONE;
+  ASSERT_EQ(cuda::w4_wgmma_act_refusal(wt, ap, c.row_quant), nullptr);
+
+  // Unfused: fp32 h, then the activation kernel.
+  const auto* off = static_cast<const int32_t*>(doff.get());
+  cuda::w4_wgmma_grouped_gemm(wt, da.get(), dh.get(), DType::F32, E, off, total, nullptr);
+  cuda::ActivationParams ref = ap;
+  ref.out = dout_ref.get();
+  ref.row_scale = static_cast<float*>(dscale_ref.get());
+  cuda::launch_activation(ref, total, nullptr);
+
+  // Fused.
+  cuda::ActivationParams fused = ap;
+  fused.out = dout.get();
+  fused.row_scale = static_cast<float*>(dscale.get());
+  if (c.row_quant) {
+    auto* rows16 = static_cast<uint16_t*>(drows16.get());
+    cuda::w4_wgmma_gemm1_activation(wt, da.get(), fused, rows16, E, off, total, nullptr);
+    fused.act_bf16 = rows16;
+    cuda::launch_activation(fused, total, nullptr);
+  } else {
+    cuda::w4_wgmma_gemm1_activation(wt, da.get(), fused, nullptr, E, off, total, nullptr);
+  }
+  FMOE_CUDA(cudaDeviceSynchronize());
+
+  std::vector<uint16_t> want(static_cast<size_t>(total) * N), got(want.size());
+  dout_ref.download(want.data(), want.size() * 2);
+  dout.download(got.data(), got.size() * 2);
+  int bad = 0, nonzero = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    nonzero += (want[i] & 0x7fff) != 0;
+    if (got[i] != want[i] && ++bad <= 5)
+      ADD_FAILURE() << "row " << i / N << " output " << i % N << ": fused " << got[i] << ", unfused " << want[i];
+  }
+  EXPECT_EQ(bad, 0);
+  EXPECT_GT(nonzero, static_cast<int>(want.size() / 2)) << "the reference is mostly zeros: a weak comparison";
+  if (c.row_quant) {
+    std::vector<float> s_want(total), s_got(total);
+    dscale_ref.download(s_want.data(), s_want.size() * 4);
+    dscale.download(s_got.data(), s_got.size() * 4);
+    EXPECT_EQ(0, std::memcmp(s_want.data(), s_got.data(), s_want.size() * 4)) << "row scales differ";
+  }
+}
+
+TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
+  FMOE_REQUIRE_GPU();
+  uint64_t seed = 11;
+  // Rows per expert: 130 (a 128 + 2 split: wgmma widths 128 / 32), 0, 1, 257 (a full tile + 1),
+  // 99, 40; N = 200 (R = 400: the last CTA holds 8 of its 64 outputs); k = 320 (5 stages).
+  const std::vector<int32_t> rows{130, 0, 1, 257, 99, 40};
+  for (Format f : {Format::MXFP4, Format::NVFP4})
+    for (bool interleaved : {false, true})
+      for (Activation act : {Activation::SILU, Activation::GELU, Activation::GELU_TANH, Activation::SWIGLUOAI}) {
+        const bool odd = (static_cast<int>(act) + interleaved) % 2 == 1;
+        const GateUpOrder order = odd ? GateUpOrder::UP_GATE : GateUpOrder::GATE_UP;
+        run_case({f, odd, interleaved, odd, false, order, act, rows, 200, 320}, seed++);
+      }
+}
+
+TEST(W4WgmmaActGpu, PerTokenFp8RowsBitwiseEqualToUnfused) {
+  FMOE_REQUIRE_GPU();
+  uint64_t seed = 101;
+  for (bool interleaved : {false, true})
+    for (Activation act : {Activation::SILU, Activation::SWIGLUOAI})
+      run_case({Format::MXFP4, interleaved, interleaved, true, true,
+                interleaved ? GateUpOrder::GATE_UP : GateUpOrder::UP_GATE, act, {65, 200, 0, 33}, 136, 192},
+               seed++);
+}
+
+// Layers through run(): the fused path is the one that ran, and the result matches the oracle
+// (check_case: plain run and graph replay bitwise equal).
+TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
+  FMOE_REQUIRE_GPU();
+  struct L {
+    Format f;
+    ActDtype a;
+    Activation act;
+    bool interleaved, swizzled, bias;
+  };
+  for (const L& l : {L{Format::MXFP4, ActDtype::BF16, Activation::SWIGLUOAI, true, false, true},
+                     L{Format::NVFP4, ActDtype::BF16, Activation::SILU, false, true, true},
+                     L{Format::MXFP4, ActDtype::FP8, Activation::SILU, false, false, false}}) {
+    Case c;
+    c.format = l.f;
+    c.act_dtype = l.a;
+    c.act = l.act;
+    c.interleaved = l.interleaved;
+    c.swizzled = l.swizzled;
+    c.bias = l.bias;
+    c.order = GateUpOrder::GATE_UP;
+    c.M = 300;  // 150 rows per expert: the wgmma way
+    c.K = 256;
+    c.N = 192;
+    c.E = 4;
+    c.topk = 2;
+    c.seed = 900 + static_cast<uint64_t>(l.f) * 10 + static_cast<uint64_t>(l.a);
+    c.w_gain = l.act == Activation::SWIGLUOAI ? 6.0f : 1.0f;
+    SCOPED_TRACE(describe(c));
+    ASSERT_TRUE(cuda::w4_use_dequant(c.M * c.topk, static_cast<int>(c.E), cuda::kW4WgmmaMinRowsPerExpert));
+    check_case(c);
+    const LayerFile lf = make_layer(c);
+    const Inputs in = make_inputs(c, c.E);
+    DeviceLayer dl(lf);
+    Layer layer(lf.config, dl.weights);
+    DeviceRun run(layer, in);
+    double act_ms = 1e30;  // the least of five (two adjacent events read 1-2 us when empty)
+    for (int i = 0; i < 5; ++i) act_ms = std::min(act_ms, layer.run_timed(run.args).activation_ms);
+    if (l.a == ActDtype::BF16) EXPECT_LT(act_ms, 0.002) << "an activation kernel ran";
+    else EXPECT_GT(act_ms, 0.0) << "the per-row quantise pass";
+  }
+}
+
+TEST(W4WgmmaActGpu, RefusesWhatItCannotTake) {
+  cuda::W4Weights w;
+  w.format = Format::MXFP4;
+  w.n = 256;
+  w.k = 128;
+  alignas(16) static uint8_t buf[16];
+  w.w = buf;
+  w.scale = buf;
+  cuda::ActivationParams ap;
+  ap.R = 256;
+  ap.N = 128;
+  ap.dq.kind = cuda::Dequant::GENERIC;
+  ap.op = cuda::Operand::BF16;
+  EXPECT_EQ(cuda::w4_wgmma_act_refusal(w, ap, false), nullptr);
+  ap.act = Activation::RELU2;
+  EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, false), nullptr);
+  ap.act = Activation::SILU;
+  ap.quant = cuda::Fp8Quant::NVFP4;  // W4A4: a 1 x 16 block quantisation of the output
+  EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, false), nullptr);
+  ap.quant = cuda::Fp8Quant::ROW;
+  EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, false), nullptr);  // per-token fp8 needs the bf16 rows
+  EXPECT_EQ(cuda::w4_wgmma_act_refusal(w, ap, true), nullptr);
+  ap.act_dtype = DType::F16;  // rows rounded to fp16 are not exact in bf16
+  EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, true), nullptr);
+  ap.act_dtype = DType::BF16;
+  ap.N = 100;  // 2N != the weight rows
+  EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, true), nullptr);
+  ap.N = 128;
+  w.format = Format::W4A8_INT4;
+  EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, true), nullptr);
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
