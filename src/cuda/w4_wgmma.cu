@@ -127,7 +127,7 @@ __device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows
 // instruction next to the LOP3 / PRMT / ISETP the decode already issues there, where IMAD runs on
 // the FMA pipe: the GEMM1 + activation instance's mainloop issued the same 229 instructions per
 // stage with 16 IMADs turned into LEAs, and took 9% longer (ncu: math-pipe-throttle stalls
-// doubled; bench/results/2026-11-26-h100-w4-gemm1-act/ncu). Values unknown to the compiler stay IMADs.
+// doubled; bench/results/2026-11-26-h200-w4-gemm1-act/ncu). Values unknown to the compiler stay IMADs.
 __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel, uint32_t spread, uint32_t place) {
   const uint32_t y = prmt(word, 0u, sel);   // the byte alone
   const uint32_t s = y * spread;             // x 4097: low code at bits 0..3, high code at bits 16..19
@@ -266,7 +266,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // C: the activation chunks issued per stage (a compile-time count; chunks past the tile's rows
   // are predicated off). kAct issues only those its mainloop instance can need (its token widths,
   // below): 7 fewer predicated-off copies per stage at N = 32. Measured (H200, same call,
-  // bench/results/2026-11-26-h100-w4-gemm1-act r4): the fused instance's GEMM1 0.97 / 0.99x at
+  // bench/results/2026-11-26-h200-w4-gemm1-act r4): the fused instance's GEMM1 0.97 / 0.99x at
   // DeepSeek-V3 TP1 mxfp4 1024 / 4096 tokens; the same trim slowed the plain instances 1-4%
   // (fewer instructions, a worse schedule: this mainloop is latency-bound at 8 warps per SM and
   // its speed follows ptxas's schedule), so they keep every chunk.
