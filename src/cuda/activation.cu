@@ -173,6 +173,20 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_block_kernel(Activa
   }
 }
 
+// NVFP4 (W4A4) quantisation of activation outputs the 4-bit wgmma GEMM1 + activation already wrote
+// rounded to bf16 (p.act_bf16, [rows, N], N a multiple of 16): the values act8 would give, read
+// back exactly, so the operand is activation_nvfp4_vec_kernel's for the same sums. Loops unrolled
+// (without the activation's code inlined the body is small; see nvfp4_block_values).
+__global__ void __launch_bounds__(kVecThreads) quantise_bf16_nvfp4_kernel(ActivationParams p) {
+  chain_wait();
+  const int32_t rows = load_rows(p.rows);
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const int64_t e = __ldg(p.row_expert + r);
+    quantise_nvfp4_row_vec(p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e],
+                           [&](int64_t c, float (&a)[8]) { load8_as_float(p.act_bf16, DType::BF16, r * p.N + c, a); });
+  }
+}
+
 // ROW quantisation of activation outputs the fp8-channel GEMM1 + activation (or the 4-bit wgmma
 // GEMM1 + activation: codes as 16-bit values) already wrote rounded to bf16 (p.act_bf16, [rows, N],
 // N a multiple of 8): one block per row (grid-stride), the row's
@@ -402,6 +416,12 @@ unsigned row_column_chunks(int64_t max_rows, int64_t n) {
 
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
+  if (p.act_bf16 && p.quant == Fp8Quant::NVFP4) {
+    if (p.op == Operand::FP8 || p.N % 16 != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, 16))
+      throw Error("activation: bf16 activation rows are quantised to nvfp4 with a 16-bit operand, N a multiple of 16 and aligned pointers");
+    launch_chained(quantise_bf16_nvfp4_kernel, row_grid(max_rows), row_threads8(p.N / 2), 0, stream, p);
+    return;
+  }
   if (p.act_bf16 && p.quant == Fp8Quant::ROW) {
     if (p.N % 8 != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16))
       throw Error("activation: bf16 activation rows are quantised per row with N a multiple of 8 and aligned pointers");

@@ -637,10 +637,10 @@ class CudaBackend final : public BackendImpl {
       launch_activation(q, slots, stream);
     } else if (w4_gemm1_act_applies(slots, ap)) {
       // 4-bit MXFP4 / NVFP4 layers at large batches: the activation in the wgmma GEMM1's epilogue
-      // (w4_wgmma.cu), GEMM2's bf16 operand stored there; with per-token fp8 activations the rows
-      // rounded to bf16 into h's buffer, then only their per-row quantisation (the activation
+      // (w4_wgmma.cu), GEMM2's bf16 operand stored there; with per-token fp8 or nvfp4 activations
+      // the rows rounded to bf16 into h's buffer, then only their quantisation (the activation
       // stage of run_timed()).
-      const bool rows16 = ap.quant == Fp8Quant::ROW;
+      const bool rows16 = ap.quant == Fp8Quant::ROW || ap.quant == Fp8Quant::NVFP4;
       w4_wgmma_gemm1_activation(w4_weights(true), g1.a, ap, rows16 ? reinterpret_cast<uint16_t*>(b.h) : nullptr,
                                 g1.groups, g1.expert_offsets, g1.max_rows, stream);
       mark(2);
@@ -777,12 +777,14 @@ class CudaBackend final : public BackendImpl {
   }
 
   // Whether GEMM1 and the activation of this batch run as one wgmma kernel (MXFP4 / NVFP4 at
-  // large batches, gated activations; GEMM2's operand unquantised, or per-token fp8 of a bf16
-  // layer: w4_wgmma_act_refusal). NVFP4 W4A4 (a 1 x 16 block quantisation) and W4A8 stay unfused.
+  // large batches, gated activations of a bf16 layer; GEMM2's operand unquantised, or per-token
+  // fp8 / nvfp4 by a quantise pass over bf16 rows: w4_wgmma_act_refusal). W4A8 stays unfused.
   bool w4_gemm1_act_applies(int64_t slots, const ActivationParams& ap) const {
     if (!w4_ || config_.format == Format::W4A8_INT4 || !w4_wgmma1_ || !w4_large_batch(slots)) return false;
-    const bool rows16 = ap.quant == Fp8Quant::ROW;
-    if (rows16 && (ap.N % 8 != 0 || reinterpret_cast<uintptr_t>(ap.out) % (ap.op == Operand::FP8 ? 8 : 16) != 0)) return false;
+    const bool rows16 = ap.quant == Fp8Quant::ROW || ap.quant == Fp8Quant::NVFP4;
+    const int64_t group = ap.quant == Fp8Quant::NVFP4 ? 16 : 8;
+    if (rows16 && (ap.N % group != 0 || reinterpret_cast<uintptr_t>(ap.out) % (ap.op == Operand::FP8 ? 8 : 16) != 0))
+      return false;
     return w4_wgmma_act_refusal(w4_weights(true), ap, rows16) == nullptr;
   }
 

@@ -538,6 +538,58 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_block_vec_kernel(Gat
   }
 }
 
+// NVFP4 (W4A4, K a multiple of 16, 16-bit operand), as gather_nvfp4_vec_kernel. A row's values
+// depend on its expert's global scale (gs = 1 / input_scale[e]), so a token's rows are equal only
+// between slots whose experts share gs - in checkpoints usually all of them (one input scale for
+// every expert). The token's slot rows and gs sit in shared memory; each distinct gs (by its bits)
+// quantises the token once and stores to every row of a slot with that gs, so shared scales cost
+// one quantisation per token instead of one per slot (top-8: 8x fewer e2m1 divisions).
+constexpr int kTokenNvfp4MaxSlots = 64;
+__global__ void __launch_bounds__(kVecThreads) gather_token_nvfp4_vec_kernel(GatherParams p) {
+  chain_wait();
+  __shared__ int32_t row[kTokenNvfp4MaxSlots];
+  __shared__ uint32_t gs_bits[kTokenNvfp4MaxSlots];
+  const int topk = static_cast<int>(p.topk);
+  const int blocks16 = static_cast<int>(p.K / 16);
+  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
+    __syncthreads();  // the previous token's slots are no longer read
+    for (int k = threadIdx.x; k < topk; k += blockDim.x) {
+      const int32_t r = __ldg(p.slot_row + t * p.topk + k);
+      row[k] = r;
+      gs_bits[k] = r >= 0 ? __float_as_uint(1.0f / p.nvfp4_input_scale[p.block.row_expert[r]]) : 0u;
+    }
+    __syncthreads();
+    for (int k = 0; k < topk; ++k) {  // uniform over the block
+      if (row[k] < 0) continue;
+      bool first = true;  // the first slot with this gs quantises for all of them
+      for (int j = 0; j < k; ++j) first = first && !(row[j] >= 0 && gs_bits[j] == gs_bits[k]);
+      if (!first) continue;
+      const float gs = __uint_as_float(gs_bits[k]);
+      for (int b = threadIdx.x; b < blocks16; b += blockDim.x) {
+        float v[16];
+        const int64_t c = static_cast<int64_t>(b) * 16;
+        float x[8];
+        gemm1_values8(p, t, 1.0f, c, x);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[j] = x[j];
+        gemm1_values8(p, t, 1.0f, c + 8, x);
+#pragma unroll
+        for (int j = 0; j < 8; ++j) v[8 + j] = x[j];
+        nvfp4_block_values(v, gs);
+        float lo[8], hi[8];
+#pragma unroll
+        for (int j = 0; j < 8; ++j) lo[j] = v[j], hi[j] = v[8 + j];
+        for (int j = k; j < topk; ++j) {
+          if (row[j] < 0 || gs_bits[j] != gs_bits[k]) continue;
+          const int64_t base = static_cast<int64_t>(row[j]) * p.K + c;
+          store8_operand16(p.out, p.op, base, lo);
+          store8_operand16(p.out, p.op, base + 8, hi);
+        }
+      }
+    }
+  }
+}
+
 // ---- plan and gather in one kernel (decode-sized calls) ----
 // With at most 32 slots one warp places every slot: a row is the number of valid slots with a
 // smaller expert plus the slot's rank among the slots of its expert (__match_any_sync), the same
@@ -688,9 +740,15 @@ static bool block_vec_gather_applies(const GatherParams& p) {
   return p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8);
 }
 
+static bool nvfp4_vec_gather_applies(const GatherParams& p) {
+  return p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.K % 16 == 0 && aligned_to(p.x, 16) &&
+         aligned_to(p.out, 16);
+}
+
 bool token_gather_applies(const GatherParams& p) {
   return !p.on_input && p.slot_row != nullptr && p.topk >= 2 && p.M >= kTokenGatherMinTokens &&
-         (block_vec_gather_applies(p) || vec_gather_kind(p) != VecGather::NONE);
+         (block_vec_gather_applies(p) || vec_gather_kind(p) != VecGather::NONE ||
+          (nvfp4_vec_gather_applies(p) && p.topk <= kTokenNvfp4MaxSlots));
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
@@ -698,6 +756,8 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     const unsigned grid = row_grid(p.M), threads = row_threads8(p.K);
     if (p.quant == Fp8Quant::BLOCK)
       launch_chained(gather_token_block_vec_kernel, grid, threads, 0, stream, p);
+    else if (p.quant == Fp8Quant::NVFP4)
+      launch_chained(gather_token_nvfp4_vec_kernel, grid, row_threads8(p.K / 2), 0, stream, p);
     else if (vec_gather_kind(p) == VecGather::ROW)
       launch_chained(gather_token_row_vec_kernel, grid, threads, 0, stream, p);
     else
@@ -712,8 +772,7 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     launch_chained(gather_row_vec_kernel, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
     return;
   }
-  if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.K % 16 == 0 && aligned_to(p.x, 16) &&
-      aligned_to(p.out, 16)) {
+  if (nvfp4_vec_gather_applies(p)) {
     launch_chained(gather_nvfp4_vec_kernel, row_grid(max_rows), row_threads8(p.K / 2), 0, stream, p);
     return;
   }

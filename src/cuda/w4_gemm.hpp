@@ -83,9 +83,9 @@ void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, void* d, DType d_d
                            const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
 // GEMM1 with the gated activation in the wgmma kernel's epilogue (no fp32 h, no activation
 // kernel), the activation kernel's arithmetic on the same sums. act_rows == nullptr: act.quant
-// NONE, GEMM2's 16-bit operand into act.out; else act.quant ROW with a bf16 activation dtype: the
+// NONE, GEMM2's bf16 operand into act.out; else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the
 // activation rows rounded to bf16 into act_rows [rows, N], which launch_activation (act_bf16)
-// then quantises per row. Why a call cannot take it (nullptr: it can).
+// then quantises. A bf16 activation dtype only. Why a call cannot take it (nullptr: it can).
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows);
 void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const ActivationParams& act, uint16_t* act_rows,
                                int groups, const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);

@@ -481,9 +481,10 @@ const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act
   if (act.dq.kind != Dequant::GENERIC) return "a dequant other than the 4-bit formats' (GENERIC)";
   if (act.act_dtype != DType::BF16) return "the activation dtype is not bf16";
   if (bf16_rows) {
-    if (act.quant != Fp8Quant::ROW) return "bf16 activation rows are for per-token fp8 activations";
+    if (act.quant != Fp8Quant::ROW && act.quant != Fp8Quant::NVFP4)
+      return "bf16 activation rows are for quantised activations (per-token fp8, nvfp4)";
   } else if (act.quant != Fp8Quant::NONE || act.op != Operand::BF16) {
-    return "GEMM2's operand is not bf16 (ROW: bf16 rows and a quantise pass; nvfp4 W4A4: unfused)";
+    return "GEMM2's operand is not bf16 (ROW / NVFP4: bf16 rows and a quantise pass)";
   }
   return nullptr;
 }

@@ -172,7 +172,7 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
 // The GEMM1 operand of one quantisation mode (BLOCK, ROW, NVFP4, NONE or TENSOR_STATIC) and
 // operand type from the vector and the general gather kernel (M tokens, top-4).
 void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda::Operand op, bool ue8m0,
-                  int64_t M = 50, bool token_major = false) {
+                  int64_t M = 50, bool token_major = false, bool shared_input_scales = false) {
   const int64_t topk = 4;
   const int E = 6;
   std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0 + 8 * static_cast<int>(op)));
@@ -196,7 +196,14 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   const bool block = quant == cuda::Fp8Quant::BLOCK, nvfp4 = quant == cuda::Fp8Quant::NVFP4;
   const auto [code_bytes, scale_bytes] = row_bytes(quant, op, K);
   const int64_t slots = M * topk;
+  // nvfp4 global scales: random per expert, or (shared_input_scales) one for experts 0..4 and
+  // another for expert 5 (the token-major gather quantises once per distinct scale of a token).
   DeviceBuffer in_scale_d = random_input_scales(E, rng);
+  if (shared_input_scales) {
+    std::vector<float> v(E, 0.0131f);
+    v[E - 1] = 0.0077f;
+    in_scale_d = upload_vec(v);
+  }
   DeviceBuffer tensor_scale_d = upload_vec(std::vector<float>{0.0173f});  // TENSOR_STATIC
   Shifted x_aligned = upload_shifted(xb.data(), xb.size(), 0);
   Shifted x_shifted = upload_shifted(xb.data(), xb.size(), dt == DType::F32 ? 4 : 2);
@@ -285,24 +292,31 @@ INSTANTIATE_TEST_SUITE_P(Cases, GatherVecPaths,
 // The token-major gathers (kTokenGatherMinTokens tokens, top-4, no router weight on the input):
 // each token read once and stored to all its rows, the same codes and scales as the general gather;
 // with the router weight on the input the row walks serve the call (the token's rows differ).
-// Modes: NONE to bf16 / fp16, TENSOR_STATIC, ROW to fp8 / bf16 values, BLOCK (K = 2176: 17 groups).
-const char* const kTokenModes[] = {"_bf16", "_fp16", "_fp8_static", "_row_fp8", "_row_bf16", "_block"};
+// Modes: NONE to bf16 / fp16, TENSOR_STATIC, ROW to fp8 / bf16 values, BLOCK (K = 2176: 17 groups),
+// NVFP4 to bf16 values with random per-expert global scales / with scales shared by most experts
+// (K = 2064: 129 16-wide blocks).
+const char* const kTokenModes[] = {"_bf16",  "_fp16",     "_fp8_static",        "_row_fp8",
+                                   "_row_bf16", "_block", "_nvfp4_per_expert", "_nvfp4_shared"};
 class GatherTokenPaths : public ::testing::TestWithParam<std::tuple<DType, bool, int>> {};
 
 TEST_P(GatherTokenPaths, TokenMajorEqualsGeneral) {
   FMOE_REQUIRE_GPU();
   const auto [dt, on_input, mode] = GetParam();
   const cuda::Fp8Quant quant = mode == 2   ? cuda::Fp8Quant::TENSOR_STATIC
+                               : mode >= 6 ? cuda::Fp8Quant::NVFP4
                                : mode >= 5 ? cuda::Fp8Quant::BLOCK
                                : mode >= 3 ? cuda::Fp8Quant::ROW
                                            : cuda::Fp8Quant::NONE;
-  const cuda::Operand op = mode == 0 || mode == 4 ? cuda::Operand::BF16 : mode == 1 ? cuda::Operand::FP16 : cuda::Operand::FP8;
-  gather_paths(dt, on_input, mode == 5 ? 2176 : 2056, quant, op, false, cuda::kTokenGatherMinTokens, !on_input);
+  const cuda::Operand op = mode == 0 || mode == 4 || mode >= 6 ? cuda::Operand::BF16
+                           : mode == 1                          ? cuda::Operand::FP16
+                                                                : cuda::Operand::FP8;
+  const int64_t K = mode == 5 ? 2176 : mode >= 6 ? 2064 : 2056;
+  gather_paths(dt, on_input, K, quant, op, false, cuda::kTokenGatherMinTokens, !on_input, mode == 7);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, GatherTokenPaths,
                          ::testing::Combine(::testing::Values(DType::BF16, DType::F32), ::testing::Bool(),
-                                            ::testing::Range(0, 6)),
+                                            ::testing::Range(0, 8)),
                          [](const auto& info) {
                            return std::string(std::get<0>(info.param) == DType::F32 ? "f32" : "bf16") +
                                   (std::get<1>(info.param) ? "_oninput" : "") + kTokenModes[std::get<2>(info.param)];

@@ -7,13 +7,14 @@
 //   orders, every gated activation, with and without fc1 bias;
 // - per-token fp8 activations (quant ROW): the fused kernel's bf16 rows, quantised per row by the
 //   quantise-only pass, give the codes (as bf16 values) and row scales of the activation kernel,
-//   with a per-row activation scale in the dequant;
+//   with a per-row activation scale in the dequant; NVFP4 W4A4 (quant NVFP4) the same with the
+//   1 x 16 block quantisation and per-expert global scales;
 // - rows per expert that cut the 256-token tile and its 128-token halves, empty experts, N not a
 //   multiple of the kernel's 64 outputs per CTA.
 // The two outputs start from different poison bytes, so an output either path skips fails.
 // And at the layer: MXFP4 / NVFP4 layers with bf16 activations at large batches run no activation
 // kernel (run_timed's activation stage is two adjacent events) and match the oracle; with per-token
-// fp8 activations the activation stage is the quantise-only pass.
+// fp8 or nvfp4 activations the activation stage is the quantise-only pass.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,9 +31,12 @@
 namespace fusedmoe::gputest {
 namespace {
 
+enum class Quant { NONE, ROW, NVFP4 };  // GEMM2's operand: bf16, per-token fp8 rows, nvfp4 rows
+
 struct ActCase {
   Format format;
-  bool swizzled, interleaved, bias, row_quant;
+  bool swizzled, interleaved, bias;
+  Quant quant;
   GateUpOrder order;
   Activation act;
   std::vector<int32_t> rows;  // per expert
@@ -42,7 +46,7 @@ struct ActCase {
 std::string describe(const ActCase& c) {
   return std::string(c.format == Format::MXFP4 ? "mxfp4" : "nvfp4") + (c.swizzled ? " swizzled" : " linear") +
          (c.interleaved ? " interleaved" : " halves") + (c.order == GateUpOrder::GATE_UP ? " gate-up" : " up-gate") +
-         (c.bias ? " bias" : "") + (c.row_quant ? " fp8 rows" : " bf16") + " act " + std::to_string(static_cast<int>(c.act)) +
+         (c.bias ? " bias" : "") + (c.quant == Quant::ROW ? " fp8 rows" : c.quant == Quant::NVFP4 ? " nvfp4 rows" : " bf16") + " act " + std::to_string(static_cast<int>(c.act)) +
          " N " + std::to_string(c.N) + " k " + std::to_string(c.k);
 }
 
@@ -81,13 +85,15 @@ void run_case(const ActCase& c, uint64_t seed) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   std::vector<uint16_t> a(static_cast<size_t>(total) * k);
   for (auto& x : a) x = float_to_bf16_bits(0.25f * nd(rng));
-  std::vector<float> bias(static_cast<size_t>(E * R)), w_expert(E), a_row(static_cast<size_t>(total) + 1);
+  std::vector<float> bias(static_cast<size_t>(E * R)), w_expert(E), a_row(static_cast<size_t>(total) + 1), in_scale(E);
   for (auto& b : bias) b = 0.5f * nd(rng);
   for (auto& s : w_expert) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 5) - 3);
   for (auto& s : a_row) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 7) - 3);
+  for (auto& s : in_scale) s = 0.002f * static_cast<float>(1 + rng() % 50);  // nvfp4 activation input scales
 
   DeviceBuffer dw = to_device(w), ds = to_device(scales), da = to_device(a), doff = to_device(offsets),
-               drow_e = to_device(row_expert), dbias = to_device(bias), dwe = to_device(w_expert), dar = to_device(a_row);
+               drow_e = to_device(row_expert), dbias = to_device(bias), dwe = to_device(w_expert), dar = to_device(a_row),
+               din = to_device(in_scale);
   const std::vector<int32_t> count{total};
   DeviceBuffer dcount = to_device(count);
   const size_t out_bytes = static_cast<size_t>(total) * N * 2 + 16, h_bytes = static_cast<size_t>(total) * R * 4 + 16;
@@ -119,11 +125,16 @@ void run_case(const ActCase& c, uint64_t seed) {
   ap.bias = c.bias ? static_cast<const float*>(dbias.get()) : nullptr;
   ap.dq.kind = cuda::Dequant::GENERIC;
   if (c.format == Format::NVFP4) ap.dq.w_expert = static_cast<const float*>(dwe.get());
-  if (c.row_quant) ap.dq.a_row = static_cast<const float*>(dar.get());
+  if (c.quant == Quant::ROW) ap.dq.a_row = static_cast<const float*>(dar.get());
+  if (c.quant == Quant::NVFP4) {  // the layer's GEMM1 dequant has the activation input scale too
+    ap.dq.a_expert = static_cast<const float*>(din.get());
+    ap.nvfp4_input_scale = static_cast<const float*>(din.get());
+  }
   ap.act_dtype = DType::BF16;
   ap.op = cuda::Operand::BF16;
-  ap.quant = c.row_quant ? cuda::Fp8Quant::ROW : cuda::Fp8Quant::NONE;
-  ASSERT_EQ(cuda::w4_wgmma_act_refusal(wt, ap, c.row_quant), nullptr);
+  ap.quant = c.quant == Quant::ROW ? cuda::Fp8Quant::ROW : c.quant == Quant::NVFP4 ? cuda::Fp8Quant::NVFP4 : cuda::Fp8Quant::NONE;
+  const bool rows16 = c.quant != Quant::NONE;
+  ASSERT_EQ(cuda::w4_wgmma_act_refusal(wt, ap, rows16), nullptr);
 
   // Unfused: fp32 h, then the activation kernel.
   const auto* off = static_cast<const int32_t*>(doff.get());
@@ -137,10 +148,10 @@ void run_case(const ActCase& c, uint64_t seed) {
   cuda::ActivationParams fused = ap;
   fused.out = dout.get();
   fused.row_scale = static_cast<float*>(dscale.get());
-  if (c.row_quant) {
-    auto* rows16 = static_cast<uint16_t*>(drows16.get());
-    cuda::w4_wgmma_gemm1_activation(wt, da.get(), fused, rows16, E, off, total, nullptr);
-    fused.act_bf16 = rows16;
+  if (rows16) {
+    auto* rows = static_cast<uint16_t*>(drows16.get());
+    cuda::w4_wgmma_gemm1_activation(wt, da.get(), fused, rows, E, off, total, nullptr);
+    fused.act_bf16 = rows;
     cuda::launch_activation(fused, total, nullptr);
   } else {
     cuda::w4_wgmma_gemm1_activation(wt, da.get(), fused, nullptr, E, off, total, nullptr);
@@ -158,7 +169,7 @@ void run_case(const ActCase& c, uint64_t seed) {
   }
   EXPECT_EQ(bad, 0);
   EXPECT_GT(nonzero, static_cast<int>(want.size() / 2)) << "the reference is mostly zeros: a weak comparison";
-  if (c.row_quant) {
+  if (c.quant == Quant::ROW) {
     std::vector<float> s_want(total), s_got(total);
     dscale_ref.download(s_want.data(), s_want.size() * 4);
     dscale.download(s_got.data(), s_got.size() * 4);
@@ -177,7 +188,7 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
       for (Activation act : {Activation::SILU, Activation::GELU, Activation::GELU_TANH, Activation::SWIGLUOAI}) {
         const bool odd = (static_cast<int>(act) + interleaved) % 2 == 1;
         const GateUpOrder order = odd ? GateUpOrder::UP_GATE : GateUpOrder::GATE_UP;
-        run_case({f, odd, interleaved, odd, false, order, act, rows, 200, 320}, seed++);
+        run_case({f, odd, interleaved, odd, Quant::NONE, order, act, rows, 200, 320}, seed++);
       }
 }
 
@@ -186,8 +197,20 @@ TEST(W4WgmmaActGpu, PerTokenFp8RowsBitwiseEqualToUnfused) {
   uint64_t seed = 101;
   for (bool interleaved : {false, true})
     for (Activation act : {Activation::SILU, Activation::SWIGLUOAI})
-      run_case({Format::MXFP4, interleaved, interleaved, true, true,
+      run_case({Format::MXFP4, interleaved, interleaved, true, Quant::ROW,
                 interleaved ? GateUpOrder::GATE_UP : GateUpOrder::UP_GATE, act, {65, 200, 0, 33}, 136, 192},
+               seed++);
+}
+
+// NVFP4 W4A4: the fused kernel's bf16 rows, quantised to nvfp4 by quantise_bf16_nvfp4_kernel (per
+// expert global scale), give the activation kernel's operand; N = 144: 9 16-wide blocks per row.
+TEST(W4WgmmaActGpu, Nvfp4RowsBitwiseEqualToUnfused) {
+  FMOE_REQUIRE_GPU();
+  uint64_t seed = 201;
+  for (bool interleaved : {false, true})
+    for (Activation act : {Activation::SILU, Activation::SWIGLUOAI})
+      run_case({Format::NVFP4, !interleaved, interleaved, interleaved, Quant::NVFP4, GateUpOrder::GATE_UP, act,
+                {65, 200, 0, 33}, 144, 192},
                seed++);
 }
 
@@ -203,7 +226,8 @@ TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
   };
   for (const L& l : {L{Format::MXFP4, ActDtype::BF16, Activation::SWIGLUOAI, true, false, true},
                      L{Format::NVFP4, ActDtype::BF16, Activation::SILU, false, true, true},
-                     L{Format::MXFP4, ActDtype::FP8, Activation::SILU, false, false, false}}) {
+                     L{Format::MXFP4, ActDtype::FP8, Activation::SILU, false, false, false},
+                     L{Format::NVFP4, ActDtype::NVFP4, Activation::SWIGLUOAI, false, false, true}}) {
     Case c;
     c.format = l.f;
     c.act_dtype = l.a;
@@ -230,7 +254,7 @@ TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
     double act_ms = 1e30;  // the least of five (two adjacent events read 1-2 us when empty)
     for (int i = 0; i < 5; ++i) act_ms = std::min(act_ms, layer.run_timed(run.args).activation_ms);
     if (l.a == ActDtype::BF16) EXPECT_LT(act_ms, 0.002) << "an activation kernel ran";
-    else EXPECT_GT(act_ms, 0.0) << "the per-row quantise pass";
+    else EXPECT_GT(act_ms, 0.0) << "the quantise pass";
   }
 }
 
@@ -251,8 +275,9 @@ TEST(W4WgmmaActGpu, RefusesWhatItCannotTake) {
   ap.act = Activation::RELU2;
   EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, false), nullptr);
   ap.act = Activation::SILU;
-  ap.quant = cuda::Fp8Quant::NVFP4;  // W4A4: a 1 x 16 block quantisation of the output
+  ap.quant = cuda::Fp8Quant::NVFP4;  // W4A4: a 1 x 16 block quantisation of the output, from bf16 rows
   EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, false), nullptr);
+  EXPECT_EQ(cuda::w4_wgmma_act_refusal(w, ap, true), nullptr);
   ap.quant = cuda::Fp8Quant::ROW;
   EXPECT_NE(cuda::w4_wgmma_act_refusal(w, ap, false), nullptr);  // per-token fp8 needs the bf16 rows
   EXPECT_EQ(cuda::w4_wgmma_act_refusal(w, ap, true), nullptr);
