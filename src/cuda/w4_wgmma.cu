@@ -35,10 +35,10 @@
 #include <string>
 #include <type_traits>
 
-#include "cuda/activation_math.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/smem_opt_in.hpp"
+#include "cuda/w4_act_epilogue.cuh"
 #include "cuda/w4_decode.cuh"
 #include "cuda/w4_gemm.hpp"
 #include "cuda/wgmma_util.cuh"
@@ -137,66 +137,6 @@ __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel, 
   return ((s & 0x000F000Fu) * place) & 0x81C081C0u;  // x 0x1040
 }
 
-// kAct's epilogue for one half of the token tile (acc: output o's gate sums in acc[4 j + q], its
-// up sums in acc[4 j + 2 + q], q < 2, for token tok0 + 8 j + 2 t + q of the tile; sums x 2^-126
-// as the mainloop leaves them): the activation kernel's arithmetic on the values it would read
-// from h (fix_h's GENERIC dequant and bias, gated_as<A>, rounded to bf16), stored as GEMM2's bf16
-// operand or into the bf16 rows p.d for a quantise-only pass. Branch-free up to the predicated
-// stores, so that nvcc interleaves the outputs' latency chains: a first version rolled over the
-// outputs (one chain at a time, one CTA per SM) made the fused GEMM1 take 635 us against 497 for
-// the plain one and 90 for the activation kernel (Qwen3-30B-A3B mxfp4, 4096 tokens, H200, r1). The bits equal fix_h's: the factor is generic_factor's product with absent factors as
-// x 1 (exact), the bias add of an absent bias adds -0 (x + -0 == x, signed zeros included).
-template <int N, Activation A>
-__device__ __forceinline__ void act_epilogue_as(const Params& p, const float (&acc)[64], int e, int64_t row0,
-                                                int rows, int64_t o, int tok0) {
-  const ActivationParams& a = p.act;
-  if (o >= a.N) return;
-  constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
-  int64_t gi, ui;
-  gate_up_columns(a, o, gi, ui);
-  const float bg = a.bias ? a.bias[static_cast<int64_t>(e) * a.R + gi] : -0.0f;
-  const float bu = a.bias ? a.bias[static_cast<int64_t>(e) * a.R + ui] : -0.0f;
-  const float ae = a.dq.a_expert ? a.dq.a_expert[e] : 1.0f, we = a.dq.w_expert ? a.dq.w_expert[e] : 1.0f;
-  const float* a_row = a.dq.a_row;
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.d ? p.d : a.out);
-  const int t = threadIdx.x & 3;
-  // The rows' activation scales first (1 without them: (1 x ae) x we is generic_factor's product),
-  // all loads in flight before the arithmetic. With each load inside the arithmetic (behind an
-  // a_row test) the per-token fp8 instance's GEMM1 took 655 us against 557 for the bf16 one
-  // (Qwen3-30B-A3B 4096 tokens, H200, r2); loads first, in the build that also fixed
-  // e2m1_byte_pair's multipliers: 543 (r3).
-  float ar[N / 4];
-#pragma unroll
-  for (int i = 0; i < N / 4; ++i) {
-    const int tok = tok0 + 8 * (i / 2) + 2 * t + (i % 2);
-    ar[i] = a_row && tok < rows ? a_row[row0 + tok] : 1.0f;
-  }
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j)
-#pragma unroll
-    for (int q = 0; q < 2; ++q) {
-      const int tok = tok0 + 8 * j + 2 * t + q;
-      const bool ok = tok < rows;
-      const int64_t r = row0 + tok;
-      const float ds = __fmul_rn(__fmul_rn(ar[2 * j + q], ae), we);
-      const float gate = __fadd_rn(__fmul_rn(acc[4 * j + q] * kOut, ds), bg);
-      const float up = __fadd_rn(__fmul_rn(acc[4 * j + 2 + q] * kOut, ds), bu);
-      const __nv_bfloat16 v = __float2bfloat16_rn(gated_as<A>(a, gate, up));
-      if (ok) out[r * a.N + o] = v;
-    }
-}
-
-template <int N>
-__device__ __forceinline__ void act_epilogue(const Params& p, const float (&acc)[64], int e, int64_t row0, int rows,
-                                             int64_t o, int tok0) {
-  switch (p.act.act) {
-    case Activation::SILU: act_epilogue_as<N, Activation::SILU>(p, acc, e, row0, rows, o, tok0); break;
-    case Activation::GELU: act_epilogue_as<N, Activation::GELU>(p, acc, e, row0, rows, o, tok0); break;
-    case Activation::GELU_TANH: act_epilogue_as<N, Activation::GELU_TANH>(p, acc, e, row0, rows, o, tok0); break;
-    default: act_epilogue_as<N, Activation::SWIGLUOAI>(p, acc, e, row0, rows, o, tok0); break;
-  }
-}
-
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
 // the time of a plain parameter (H200 A/B, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 8;
 // on w4_mma_kernel the same change raised registers and spilled, and was not made).
@@ -220,17 +160,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   lut[threadIdx.x] = scale_bits<F>(threadIdx.x);
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  // kAct: the CTA's first activation output (64 per CTA); else its first weight row.
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kAct ? kRowsPerCta / 2 : kRowsPerCta);
+  // kAct: the CTA's first activation output; else its first weight row.
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kAct ? kW4ActOutputsPerCta : kRowsPerCta);
   // Weight row of local row lr (0 when it has none: never stored); ok: it has one.
   auto weight_row = [&](int lr, bool& ok) -> int64_t {
     if constexpr (kAct) {
-      const int64_t o = n0 + (lr >> 4) * 8 + (lr & 7);
-      ok = o < p.act.N;
-      if (!ok) return 0;
-      int64_t gi, ui;
-      gate_up_columns(p.act, o, gi, ui);
-      return (lr & 8) ? ui : gi;
+      return act_weight_row(p.act, n0, lr, ok);
     } else {
       ok = n0 + lr < p.n;
       return ok ? n0 + lr : 0;
@@ -392,8 +327,11 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
 
     // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
     if constexpr (kAct) {
-      act_epilogue<N0>(p, acc0, e, row0, rows, n0 + (lrow >> 4) * 8 + g, 0);
-      if constexpr (N1 > 0) act_epilogue<N1>(p, acc1, e, row0, rows, n0 + (lrow >> 4) * 8 + g, 128);
+      constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+      auto* out = static_cast<__nv_bfloat16*>(p.d ? p.d : p.act.out);
+      const int64_t o = n0 + (lrow >> 4) * 8 + g;
+      act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0);
+      if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128);
     } else {
       constexpr DType kD = O == W4Out::BF16 ? DType::BF16 : DType::F32;
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
@@ -431,7 +369,7 @@ void launch(const Params& p, int64_t max_rows, cudaStream_t stream) {
   const int64_t active = std::min<int64_t>(max_rows, p.groups);
   const int64_t tiles = (max_rows + TM - 1) / TM + active;  // >= the sum over experts of ceil(rows / TM)
   if (tiles > 65535) throw Error("w4 wgmma GEMM: " + std::to_string(max_rows) + " rows need more token tiles than a grid holds");
-  const int64_t per_cta = O == W4Out::ACT ? kRowsPerCta / 2 : kRowsPerCta, cols = O == W4Out::ACT ? p.act.N : p.n;
+  const int64_t per_cta = O == W4Out::ACT ? kW4ActOutputsPerCta : kRowsPerCta, cols = O == W4Out::ACT ? p.act.N : p.n;
   const dim3 grid(static_cast<unsigned>((cols + per_cta - 1) / per_cta), static_cast<unsigned>(tiles));
   launch_chained(w4_wgmma_kernel<F, O>, grid, dim3(kThreads), kSmem, stream, p);
 }
@@ -476,17 +414,7 @@ void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, void* d, DType d_d
 
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows) {
   if (!w4_wgmma_shape_ok(w)) return "the weights are not the wgmma kernel's (MXFP4 / NVFP4, k % 64 == 0, aligned)";
-  if (act.act == Activation::RELU2) return "relu2 is not a gated activation";
-  if (act.R != 2 * act.N || w.n != act.R) return "GEMM1's rows are not the gate and up rows of N outputs";
-  if (act.dq.kind != Dequant::GENERIC) return "a dequant other than the 4-bit formats' (GENERIC)";
-  if (act.act_dtype != DType::BF16) return "the activation dtype is not bf16";
-  if (bf16_rows) {
-    if (act.quant != Fp8Quant::ROW && act.quant != Fp8Quant::NVFP4)
-      return "bf16 activation rows are for quantised activations (per-token fp8, nvfp4)";
-  } else if (act.quant != Fp8Quant::NONE || act.op != Operand::BF16) {
-    return "GEMM2's operand is not bf16 (ROW / NVFP4: bf16 rows and a quantise pass)";
-  }
-  return nullptr;
+  return w4_act_refusal_common(act, w.n, bf16_rows);
 }
 
 void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const ActivationParams& act, uint16_t* act_rows,
