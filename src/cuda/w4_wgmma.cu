@@ -137,6 +137,34 @@ __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel, 
   return ((s & 0x000F000Fu) * place) & 0x81C081C0u;  // x 0x1040
 }
 
+// The bf16 D (W4Out::BF16, GEMM2's y) of one half of the token tile with n even: lanes g and g ^ 1
+// hold weight rows r and r + 1 (n0 a multiple of 128, lrow's parity is g's), so after one
+// shuffle the even lane stores token 2t's pair and the odd lane token 2t + 1's, each one 4-byte
+// bf16x2 store instead of two 2-byte ones. rlo: the thread's nominal row n0 + lrow (rlo + 8 the
+// other fragment row); values rounded as store_from_float.
+template <int N>
+__device__ __forceinline__ void store_d16_pairs(const Params& p, const float (&acc)[64], int64_t row0, int rows,
+                                                int tok0, int64_t rlo) {
+  constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+  const int lane = threadIdx.x & 31, t = lane & 3, odd = (lane >> 2) & 1;
+  __nv_bfloat16* d = static_cast<__nv_bfloat16*>(p.d);
+#pragma unroll
+  for (int j = 0; j < N / 8; ++j)
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const float v0 = acc[4 * j + 2 * h] * kOut, v1 = acc[4 * j + 2 * h + 1] * kOut;
+      const float p0 = __shfl_xor_sync(0xffffffffu, v0, 4), p1 = __shfl_xor_sync(0xffffffffu, v1, 4);
+      const int tok = tok0 + 8 * j + 2 * t + odd;
+      const int64_t col = rlo + 8 * h - odd;  // the pair's even row
+      const float lo = odd ? p1 : v0, hi = odd ? v1 : p0;
+      if (tok < rows && col < p.n) {
+        const int64_t i = (row0 + tok) * p.n + col;
+        if (col + 1 < p.n) *reinterpret_cast<__nv_bfloat162*>(d + i) = __floats2bfloat162_rn(lo, hi);
+        else d[i] = __float2bfloat16_rn(lo);
+      }
+    }
+}
+
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
 // the time of a plain parameter (H200 A/B, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 8;
 // on w4_mma_kernel the same change raised registers and spilled, and was not made).
@@ -332,6 +360,9 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       const int64_t o = n0 + (lrow >> 4) * 8 + g;
       act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0);
       if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128);
+    } else if (O == W4Out::BF16 && p.n % 2 == 0) {
+      store_d16_pairs<N0>(p, acc0, row0, rows, 0, n0 + lrow);
+      if constexpr (N1 > 0) store_d16_pairs<N1>(p, acc1, row0, rows, 128, n0 + lrow);
     } else {
       constexpr DType kD = O == W4Out::BF16 ? DType::BF16 : DType::F32;
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
