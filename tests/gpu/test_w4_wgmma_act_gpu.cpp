@@ -190,6 +190,10 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
         const GateUpOrder order = odd ? GateUpOrder::UP_GATE : GateUpOrder::GATE_UP;
         run_case({f, odd, interleaved, odd, Quant::NONE, order, act, rows, 200, 320}, seed++);
       }
+  // N odd: the epilogue's output pairs (bf16x2 stores) give way to one store per output.
+  run_case({Format::MXFP4, false, false, true, Quant::NONE, GateUpOrder::UP_GATE, Activation::SILU, rows, 99, 192}, seed++);
+  run_case({Format::NVFP4, true, true, false, Quant::NONE, GateUpOrder::GATE_UP, Activation::SWIGLUOAI, rows, 99, 192},
+           seed++);
 }
 
 TEST(W4WgmmaActGpu, PerTokenFp8RowsBitwiseEqualToUnfused) {
