@@ -678,9 +678,7 @@ class CudaBackend final : public BackendImpl {
     // the finalize at large batches on small experts. h stays fp32 (its rounding moves the fp8
     // requantisation: NOTES.md). Measured in src/cuda/NOTES.md, "GEMM2's y in bf16".
     if (!w4_ && args.output.dtype == DType::BF16 && sm90_bf16_d_applies(g2, path2_)) g2.d_dtype = DType::BF16;
-    // The same for the 4-bit layers' wgmma GEMM2s (w4_wgmma.cu, w4a8_wgmma.cu).
-    if (w4_ && args.output.dtype == DType::BF16 && w4_wgmma2_ && w4_large_batch(g2.max_rows))
-      g2.d_dtype = DType::BF16;
+    // The 4-bit formats keep y in fp32 (docs/NUMERICS.md: their products are exact).
 
     // ---- finalize ----
     fp.y = b.y;  // the rest above (the one-token kernel takes the same parameters)
@@ -799,19 +797,16 @@ class CudaBackend final : public BackendImpl {
   // SM90 GEMM.
   void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
     const W4Weights w = w4_weights(gemm1);
-    const bool wgmma = w4_large_batch(g.max_rows) && (gemm1 ? w4_wgmma1_ : w4_wgmma2_);
-    if (g.d_dtype != DType::F32 && !wgmma)
-      throw Error(std::string("4-bit GEMM: d_dtype ") + dtype_name(g.d_dtype) + " needs the wgmma kernels (f32 expected)");
     if (!w4_large_batch(g.max_rows)) {
       w4_mma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     if (gemm1 ? w4_wgmma1_ : w4_wgmma2_) {
       if (w.format == Format::W4A8_INT4)
-        w4a8_wgmma_grouped_gemm(w, static_cast<const uint8_t*>(g.a), g.d, g.d_dtype, g.groups, g.expert_offsets,
-                                g.max_rows, stream);
+        w4a8_wgmma_grouped_gemm(w, static_cast<const uint8_t*>(g.a), static_cast<float*>(g.d), g.groups,
+                                g.expert_offsets, g.max_rows, stream);
       else
-        w4_wgmma_grouped_gemm(w, g.a, g.d, g.d_dtype, g.groups, g.expert_offsets, g.max_rows, stream);
+        w4_wgmma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
       return;
     }
     // MXFP4 / NVFP4 GEMMs the wgmma kernel cannot take: decode a chunk of experts, then the GEMM.

@@ -77,10 +77,8 @@ inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4D
 // MXFP4 / NVFP4 at many tokens per expert (w4_wgmma.cu): the weights decoded inside a wgmma
 // mainloop, no decoded copy (replaces the dequant way where it applies: k % 64 == 0).
 bool w4_wgmma_shape_ok(const W4Weights& w);
-// d: [rows, n] fp32, or bf16 (d_dtype BF16: GEMM2's y where the layer's output is bf16, the sums
-// rounded once as the CUTLASS paths' bf16 D).
-void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, void* d, DType d_dtype, int groups,
-                           const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
+void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
+                           int64_t max_rows, cudaStream_t stream);
 // GEMM1 with the gated activation in the wgmma kernel's epilogue (no fp32 h, no activation
 // kernel), the activation kernel's arithmetic on the same sums. act_rows == nullptr: act.quant
 // NONE, GEMM2's bf16 operand into act.out; else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the
@@ -93,8 +91,8 @@ void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const Activati
 // mainloop, the group scale on each 128-wide partial sum (the numerics of the other two ways).
 // a: [rows, k] e4m3 codes (the fp8 operand of the large-batch way).
 bool w4a8_wgmma_shape_ok(const W4Weights& w);
-void w4a8_wgmma_grouped_gemm(const W4Weights& w, const uint8_t* a, void* d, DType d_dtype, int groups,
-                             const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
+void w4a8_wgmma_grouped_gemm(const W4Weights& w, const uint8_t* a, float* d, int groups, const int32_t* expert_offsets,
+                             int64_t max_rows, cudaStream_t stream);
 // Bytes of decoded weights kept at once by the dequant way (a whole number of experts, >= 1).
 constexpr size_t kW4DequantBudget = size_t(512) << 20;
 

@@ -21,8 +21,9 @@
 // bf16 placement follow; then the bf16x2 multiply by the block scale. The fragments of step j
 // are decoded while the wgmmas of the steps before it run (one commit group per k16 step).
 //
-// Outputs (W4Out): fp32 D; bf16 D (GEMM2's y where the layer's output is bf16, as the CUTLASS
-// paths' d16 instances: the same sums rounded once); or GEMM1 with the gated activation in the
+// Outputs (W4Out): fp32 D (y stays fp32 for the 4-bit formats: docs/NUMERICS.md; a bf16 y was
+// measured again on 2026-11-26, 1-4% of layer time, and not kept:
+// bench/results/2026-11-26-h100-w4-d16-pairs), or GEMM1 with the gated activation in the
 // epilogue (kAct): a CTA then owns 64 activation outputs, its local weight row 16 b + i being
 // output 8 b + i % 8's gate row (i < 8) or up row (i >= 8), so a thread's A fragment rows g and
 // g + 8 are the gate and up sums of one output and the activation runs in registers. It stores
@@ -62,13 +63,13 @@ constexpr int kWBytes = kRowsPerCta * kWPitch;    // weight tile of a stage
 constexpr int kLutBytes = 256 * 4;                  // scale code -> bf16x2 multiplier (scale_bits)
 constexpr int kSmem = kStages * (kBBytes + kWBytes) + kLutBytes + 1024;  // + alignment slack
 
-enum class W4Out { F32, BF16, ACT };
+enum class W4Out { F32, ACT };
 
 struct Params {
   const uint8_t* w;
   const void* scale;
   const uint16_t* a;
-  void* d;  // F32: float [rows, n]; BF16: bf16 [rows, n]; ACT: bf16 activation rows [rows, N] or null
+  void* d;  // F32: float [rows, n]; ACT: bf16 activation rows [rows, N] or null (output to act.out)
   int64_t n, k;  // n: weight rows (ACT: 2N)
   int groups;
   const int32_t* offsets;
@@ -135,34 +136,6 @@ __device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel, 
   // (the shift form took 6 instructions with the prmt and the spread: M = 4096 0.98-1.00x the
   // layer time, H100, bench/results/2026-11-26-h100-decode-layer-w4 r6).
   return ((s & 0x000F000Fu) * place) & 0x81C081C0u;  // x 0x1040
-}
-
-// The bf16 D (W4Out::BF16, GEMM2's y) of one half of the token tile with n even: lanes g and g ^ 1
-// hold weight rows r and r + 1 (n0 a multiple of 128, lrow's parity is g's), so after one
-// shuffle the even lane stores token 2t's pair and the odd lane token 2t + 1's, each one 4-byte
-// bf16x2 store instead of two 2-byte ones. rlo: the thread's nominal row n0 + lrow (rlo + 8 the
-// other fragment row); values rounded as store_from_float.
-template <int N>
-__device__ __forceinline__ void store_d16_pairs(const Params& p, const float (&acc)[64], int64_t row0, int rows,
-                                                int tok0, int64_t rlo) {
-  constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
-  const int lane = threadIdx.x & 31, t = lane & 3, odd = (lane >> 2) & 1;
-  __nv_bfloat16* d = static_cast<__nv_bfloat16*>(p.d);
-#pragma unroll
-  for (int j = 0; j < N / 8; ++j)
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const float v0 = acc[4 * j + 2 * h] * kOut, v1 = acc[4 * j + 2 * h + 1] * kOut;
-      const float p0 = __shfl_xor_sync(0xffffffffu, v0, 4), p1 = __shfl_xor_sync(0xffffffffu, v1, 4);
-      const int tok = tok0 + 8 * j + 2 * t + odd;
-      const int64_t col = rlo + 8 * h - odd;  // the pair's even row
-      const float lo = odd ? p1 : v0, hi = odd ? v1 : p0;
-      if (tok < rows && col < p.n) {
-        const int64_t i = (row0 + tok) * p.n + col;
-        if (col + 1 < p.n) *reinterpret_cast<__nv_bfloat162*>(d + i) = __floats2bfloat162_rn(lo, hi);
-        else d[i] = __float2bfloat16_rn(lo);
-      }
-    }
 }
 
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
@@ -360,19 +333,16 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       const int64_t o = n0 + (lrow >> 4) * 8 + g;
       act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0);
       if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128);
-    } else if (O == W4Out::BF16 && p.n % 2 == 0) {
-      store_d16_pairs<N0>(p, acc0, row0, rows, 0, n0 + lrow);
-      if constexpr (N1 > 0) store_d16_pairs<N1>(p, acc1, row0, rows, 128, n0 + lrow);
     } else {
-      constexpr DType kD = O == W4Out::BF16 ? DType::BF16 : DType::F32;
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+      float* d = static_cast<float*>(p.d);
 #pragma unroll
       for (int j = 0; j < N0 / 8; ++j)
 #pragma unroll
         for (int q = 0; q < 4; ++q) {
           const bool ok = q >= 2 ? hi_ok : lo_ok;
           const int tok = 8 * j + 2 * t + (q & 1);
-          if (ok && tok < rows) store_from_float(p.d, kD, (row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo), acc0[4 * j + q] * kOut);
+          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc0[4 * j + q] * kOut;
         }
 #pragma unroll
       for (int j = 0; j < N1 / 8; ++j)
@@ -380,7 +350,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         for (int q = 0; q < 4; ++q) {
           const bool ok = q >= 2 ? hi_ok : lo_ok;
           const int tok = 128 + 8 * j + 2 * t + (q & 1);
-          if (ok && tok < rows) store_from_float(p.d, kD, (row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo), acc1[4 * j + q] * kOut);
+          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc1[4 * j + q] * kOut;
         }
     }
   };
@@ -432,15 +402,11 @@ bool w4_wgmma_shape_ok(const W4Weights& w) {
          reinterpret_cast<uintptr_t>(w.w) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
 }
 
-void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, void* d, DType d_dtype, int groups, const int32_t* offsets,
+void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
                            int64_t max_rows, cudaStream_t stream) {
   if (max_rows <= 0 || groups <= 0) return;
   if (!w4_wgmma_shape_ok(w)) throw Error("w4 wgmma GEMM: needs MXFP4 / NVFP4 weights, k % 64 == 0, aligned pointers");
-  if (d_dtype != DType::F32 && d_dtype != DType::BF16)
-    throw Error(std::string("w4 wgmma GEMM: d_dtype ") + dtype_name(d_dtype) + " (expected f32 or bf16)");
-  const Params p = make_params(w, a, d, groups, offsets);
-  if (d_dtype == DType::BF16) launch_format<W4Out::BF16>(w.format, p, max_rows, stream);
-  else launch_format<W4Out::F32>(w.format, p, max_rows, stream);
+  launch_format<W4Out::F32>(w.format, make_params(w, a, d, groups, offsets), max_rows, stream);
 }
 
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows) {

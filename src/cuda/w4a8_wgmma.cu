@@ -38,7 +38,6 @@
 #include <type_traits>
 
 #include "cuda/chained_launch.cuh"
-#include "cuda/device_utils.cuh"
 #include "cuda/int4_fp8.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_gemm.hpp"
@@ -73,8 +72,7 @@ struct Params {
   const uint8_t* w;       // [E, n, k / 2] packed int4
   const uint16_t* scale;  // [E, n, k / 128] bf16
   const uint8_t* a;       // [rows, k] e4m3 codes
-  void* d;                // [rows, n] fp32, or bf16 (d16: GEMM2's y of a bf16 layer)
-  bool d16;
+  float* d;               // [rows, n]
   int64_t n, k;
   int groups;
   const int32_t* offsets;
@@ -291,8 +289,7 @@ __device__ __forceinline__ void consumer(const Params& p, const Tile& tl) {
     for (int q = 0; q < 4; ++q) {
       const int64_t col = (q >= 2 ? r_hi : r_lo);
       const int tok = 8 * j + 2 * t + (q & 1);
-      if (col < p.n && tok < tl.rows)
-        store_from_float(p.d, p.d16 ? DType::BF16 : DType::F32, (tl.row0 + tok) * p.n + col, acc[4 * j + q]);
+      if (col < p.n && tok < tl.rows) p.d[(tl.row0 + tok) * p.n + col] = acc[4 * j + q];
     }
 }
 
@@ -331,18 +328,15 @@ bool w4a8_wgmma_shape_ok(const W4Weights& w) {
          reinterpret_cast<uintptr_t>(w.w) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 2 == 0;
 }
 
-void w4a8_wgmma_grouped_gemm(const W4Weights& w, const uint8_t* a, void* d, DType d_dtype, int groups,
-                             const int32_t* offsets, int64_t max_rows, cudaStream_t stream) {
+void w4a8_wgmma_grouped_gemm(const W4Weights& w, const uint8_t* a, float* d, int groups, const int32_t* offsets,
+                             int64_t max_rows, cudaStream_t stream) {
   if (max_rows <= 0 || groups <= 0) return;
   if (!w4a8_wgmma_shape_ok(w)) throw Error("w4a8 wgmma GEMM: needs W4A8 weights, k % 128 == 0, aligned pointers");
-  if (d_dtype != DType::F32 && d_dtype != DType::BF16)
-    throw Error(std::string("w4a8 wgmma GEMM: d_dtype ") + dtype_name(d_dtype) + " (expected f32 or bf16)");
   Params p;
   p.w = w.w;
   p.scale = static_cast<const uint16_t*>(w.scale);
   p.a = a;
   p.d = d;
-  p.d16 = d_dtype == DType::BF16;
   p.n = w.n;
   p.k = w.k;
   p.groups = groups;

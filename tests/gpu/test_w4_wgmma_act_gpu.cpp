@@ -138,7 +138,7 @@ void run_case(const ActCase& c, uint64_t seed) {
 
   // Unfused: fp32 h, then the activation kernel.
   const auto* off = static_cast<const int32_t*>(doff.get());
-  cuda::w4_wgmma_grouped_gemm(wt, da.get(), dh.get(), DType::F32, E, off, total, nullptr);
+  cuda::w4_wgmma_grouped_gemm(wt, da.get(), static_cast<float*>(dh.get()), E, off, total, nullptr);
   cuda::ActivationParams ref = ap;
   ref.out = dout_ref.get();
   ref.row_scale = static_cast<float*>(dscale_ref.get());

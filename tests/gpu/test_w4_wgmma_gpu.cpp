@@ -4,8 +4,7 @@
 // halves of a tile (rows per expert 1, 40, 99, 130, 200, 257 = a full tile + 1, 513), empty
 // experts, a weight row count that is not a multiple of the 128-row CTA tile and an odd number of
 // 64-wide k stages. The output starts as NaN bytes, so a
-// row the kernel skips fails the comparison. The bf16 D of the same call must be the fp32 D
-// rounded to bf16.
+// row the kernel skips fails the comparison.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -70,23 +69,11 @@ void run_case(const WgmmaCase& c, uint64_t seed) {
   wt.n = n;
   wt.k = k;
   ASSERT_TRUE(cuda::w4_wgmma_shape_ok(wt));
-  cuda::w4_wgmma_grouped_gemm(wt, da.get(), dd.get(), DType::F32, E, static_cast<const int32_t*>(doff.get()), total,
-                              nullptr);
-  // The bf16 D (GEMM2's y of a bf16 layer): every element the fp32 D rounded to bf16 (RNE).
-  DeviceBuffer dd16(static_cast<size_t>(total * n * 2) + 2);
-  FMOE_CUDA(cudaMemset(dd16.get(), 0xFF, static_cast<size_t>(total * n * 2) + 2));
-  cuda::w4_wgmma_grouped_gemm(wt, da.get(), dd16.get(), DType::BF16, E, static_cast<const int32_t*>(doff.get()), total,
-                              nullptr);
+  cuda::w4_wgmma_grouped_gemm(wt, da.get(), static_cast<float*>(dd.get()), E, static_cast<const int32_t*>(doff.get()),
+                              total, nullptr);
   FMOE_CUDA(cudaDeviceSynchronize());
   std::vector<float> d(static_cast<size_t>(total * n));
   dd.download(d.data(), d.size() * 4);
-  std::vector<uint16_t> d16(static_cast<size_t>(total * n));
-  dd16.download(d16.data(), d16.size() * 2);
-  int bad16 = 0;
-  for (size_t i = 0; i < d.size(); ++i)
-    if (d16[i] != float_to_bf16_bits(d[i]) && ++bad16 <= 5)
-      ADD_FAILURE() << "bf16 D element " << i << ": " << d16[i] << ", want " << float_to_bf16_bits(d[i]);
-  EXPECT_EQ(bad16, 0);
 
   int bad = 0;
   for (int e = 0; e < E; ++e)
@@ -119,7 +106,7 @@ TEST(W4WgmmaGpu, MatchesFloat64) {
       // n = 200: a partial 128-row CTA tile; k = 320: 5 stages.
       run_case({f, sw, {130, 0, 1, 257, 99, 40, 200, 513, 160}, 200, 320}, seed++);
       run_case({f, sw, {65, 64, 0, 33, 32, 129}, 136, 192}, seed++);
-      // n odd: the bf16 D's last row has no pair partner (2-byte stores for all rows then).
+      // n odd: a weight row count with no even split.
       run_case({f, sw, {70, 3, 131}, 131, 128}, seed++);
     }
 }

@@ -64,23 +64,11 @@ void run_case(const A8Case& c, uint64_t seed) {
   wt.n = n;
   wt.k = k;
   ASSERT_TRUE(cuda::w4a8_wgmma_shape_ok(wt));
-  cuda::w4a8_wgmma_grouped_gemm(wt, static_cast<const uint8_t*>(da.get()), dd.get(), DType::F32, E,
-                                static_cast<const int32_t*>(doff.get()), total, nullptr);
-  // The bf16 D of the same call (GEMM2's y of a bf16 layer): the fp32 D rounded to bf16 (RNE).
-  DeviceBuffer dd16(static_cast<size_t>(total * n * 2) + 2);
-  FMOE_CUDA(cudaMemset(dd16.get(), 0xFF, static_cast<size_t>(total * n * 2) + 2));
-  cuda::w4a8_wgmma_grouped_gemm(wt, static_cast<const uint8_t*>(da.get()), dd16.get(), DType::BF16, E,
+  cuda::w4a8_wgmma_grouped_gemm(wt, static_cast<const uint8_t*>(da.get()), static_cast<float*>(dd.get()), E,
                                 static_cast<const int32_t*>(doff.get()), total, nullptr);
   FMOE_CUDA(cudaDeviceSynchronize());
   std::vector<float> d(static_cast<size_t>(total * n));
   dd.download(d.data(), d.size() * 4);
-  std::vector<uint16_t> d16(static_cast<size_t>(total * n));
-  dd16.download(d16.data(), d16.size() * 2);
-  int bad16 = 0;
-  for (size_t i = 0; i < d.size(); ++i)
-    if (d16[i] != float_to_bf16_bits(d[i]) && ++bad16 <= 5)
-      ADD_FAILURE() << "bf16 D element " << i << ": " << d16[i] << ", want " << float_to_bf16_bits(d[i]);
-  EXPECT_EQ(bad16, 0);
 
   int bad = 0;
   for (int e = 0; e < E; ++e)
