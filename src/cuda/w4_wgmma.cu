@@ -27,8 +27,9 @@
 // epilogue (kAct): a CTA then owns 64 activation outputs, its local weight row 16 b + i being
 // output 8 b + i % 8's gate row (i < 8) or up row (i >= 8), so a thread's A fragment rows g and
 // g + 8 are the gate and up sums of one output and the activation runs in registers. It stores
-// GEMM2's 16-bit operand (no quantisation) or, for per-token fp8 activations, the bf16 rows a
-// quantise-only pass reads (no fp32 h, no activation kernel).
+// GEMM2's bf16 operand (no quantisation) or, for per-token fp8 and nvfp4 activations, the bf16
+// rows a quantise-only pass reads (no fp32 h, no activation kernel). The epilogue and the row
+// mapping: w4_act_epilogue.cuh.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
