@@ -196,12 +196,13 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   const bool block = quant == cuda::Fp8Quant::BLOCK, nvfp4 = quant == cuda::Fp8Quant::NVFP4;
   const auto [code_bytes, scale_bytes] = row_bytes(quant, op, K);
   const int64_t slots = M * topk;
-  // nvfp4 global scales: random per expert, or (shared_input_scales) one for experts 0..4 and
-  // another for expert 5 (the token-major gather quantises once per distinct scale of a token).
+  // nvfp4 global scales: random per expert, or (shared_input_scales) one for all experts but
+  // expert 1 (random_ids draws experts 0 .. E - 2), so that tokens mix a shared scale, quantised
+  // once for several slots, with a distinct one.
   DeviceBuffer in_scale_d = random_input_scales(E, rng);
   if (shared_input_scales) {
     std::vector<float> v(E, 0.0131f);
-    v[E - 1] = 0.0077f;
+    v[1] = 0.0077f;
     in_scale_d = upload_vec(v);
   }
   DeviceBuffer tensor_scale_d = upload_vec(std::vector<float>{0.0173f});  // TENSOR_STATIC

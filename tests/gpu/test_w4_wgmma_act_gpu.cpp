@@ -12,12 +12,10 @@
 // - rows per expert that cut the 256-token tile and its 128-token halves, empty experts, N not a
 //   multiple of the kernel's 64 outputs per CTA.
 // The two outputs start from different poison bytes, so an output either path skips fails.
-// And at the layer: MXFP4 / NVFP4 layers with bf16 activations at large batches run no activation
-// kernel (run_timed's activation stage is two adjacent events) and match the oracle; with per-token
-// fp8 or nvfp4 activations the activation stage is the quantise-only pass.
+// And at the layer: MXFP4 / NVFP4 layers at large batches launch the fused kernel (its launch
+// count) and match the oracle.
 #include <gtest/gtest.h>
 
-#include <algorithm>
 #include <cstring>
 #include <random>
 #include <string>
@@ -190,7 +188,7 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
         const GateUpOrder order = odd ? GateUpOrder::UP_GATE : GateUpOrder::GATE_UP;
         run_case({f, odd, interleaved, odd, Quant::NONE, order, act, rows, 200, 320}, seed++);
       }
-  // N odd: the epilogue's output pairs (bf16x2 stores) give way to one store per output.
+  // N odd: a partial group of 8 outputs in the last CTA, no even split of the outputs.
   run_case({Format::MXFP4, false, false, true, Quant::NONE, GateUpOrder::UP_GATE, Activation::SILU, rows, 99, 192}, seed++);
   run_case({Format::NVFP4, true, true, false, Quant::NONE, GateUpOrder::GATE_UP, Activation::SWIGLUOAI, rows, 99, 192},
            seed++);
@@ -218,8 +216,8 @@ TEST(W4WgmmaActGpu, Nvfp4RowsBitwiseEqualToUnfused) {
                seed++);
 }
 
-// Layers through run(): the fused path is the one that ran, and the result matches the oracle
-// (check_case: plain run and graph replay bitwise equal).
+// Layers through run(): the fused kernel is the one launched (w4_gemm1_act_launches), and the
+// result matches the oracle (check_case: plain run and graph replay bitwise equal).
 TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
   FMOE_REQUIRE_GPU();
   struct L {
@@ -255,10 +253,11 @@ TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
     DeviceLayer dl(lf);
     Layer layer(lf.config, dl.weights);
     DeviceRun run(layer, in);
-    double act_ms = 1e30;  // the least of five (two adjacent events read 1-2 us when empty)
-    for (int i = 0; i < 5; ++i) act_ms = std::min(act_ms, layer.run_timed(run.args).activation_ms);
-    if (l.a == ActDtype::BF16) EXPECT_LT(act_ms, 0.002) << "an activation kernel ran";
-    else EXPECT_GT(act_ms, 0.0) << "the quantise pass";
+    // The fused kernel ran: its host entry counts its launches (a stage time cannot tell at this
+    // size: the unfused activation kernel takes a few microseconds here too).
+    const int64_t before = cuda::w4_gemm1_act_launches();
+    layer.run_timed(run.args);
+    EXPECT_EQ(cuda::w4_gemm1_act_launches(), before + 1) << "GEMM1 + activation was not the fused kernel";
   }
 }
 
