@@ -607,6 +607,13 @@ class CudaBackend final : public BackendImpl {
     mark(1);
 
     // ---- GEMM1 and activation ----
+    // After a fused GEMM1 that wrote the activation output as bf16 rows into h's buffer: only
+    // their quantisation for GEMM2 (the activation stage of run_timed()).
+    auto quantise_bf16_rows = [&] {
+      ActivationParams q = ap;
+      q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
+      launch_activation(q, slots, stream);
+    };
     if (gemm1_fused) {
       // Decode-sized calls on the small-M path: GEMM1 and the activation in one kernel (no h); its
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
@@ -623,18 +630,14 @@ class CudaBackend final : public BackendImpl {
       // per-row quantisation of the bf16 rows (the activation stage of run_timed()).
       run_grouped_gemm1_channel_act(g1, ap, b.h, stream);
       mark(2);
-      ActivationParams q = ap;
-      q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
-      launch_activation(q, slots, stream);
+      quantise_bf16_rows();
     } else if (!w4_ && sm90_gemm1_block_act_applies(g1, path1_, ap)) {
       // fp8-block at large batches: the activation in the blockwise GEMM1's epilogue, its output
       // rounded to bf16 into h's buffer (a quarter of the fp32 h bytes), then only the 1 x 128
       // quantisation of those rows (the activation stage of run_timed()).
       run_grouped_gemm1_block_act(g1, ap, b.h, stream);
       mark(2);
-      ActivationParams q = ap;
-      q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
-      launch_activation(q, slots, stream);
+      quantise_bf16_rows();
     } else if (w4_gemm1_act_applies(slots, ap)) {
       // 4-bit MXFP4 / NVFP4 layers at large batches: the activation in the wgmma GEMM1's epilogue
       // (w4_wgmma.cu), GEMM2's bf16 operand stored there; with per-token fp8 or nvfp4 activations
@@ -644,11 +647,7 @@ class CudaBackend final : public BackendImpl {
       w4_wgmma_gemm1_activation(w4_weights(true), g1.a, ap, rows16 ? reinterpret_cast<uint16_t*>(b.h) : nullptr,
                                 g1.groups, g1.expert_offsets, g1.max_rows, stream);
       mark(2);
-      if (rows16) {
-        ActivationParams q = ap;
-        q.act_bf16 = reinterpret_cast<const uint16_t*>(b.h);
-        launch_activation(q, slots, stream);
-      }
+      if (rows16) quantise_bf16_rows();
     } else if (!w4_ && stream_gemm1_act_applies(g1, path1_, ap)) {
       // The few-rows range on the stream GEMM (stream_gemm_takes) for the same layers: its
       // weight blocks hold an output's gate and up rows, the activation in its epilogue.

@@ -2,6 +2,7 @@
 #include "cuda/grouped_gemm.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <string>
 
@@ -122,9 +123,31 @@ bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const Activ
   return ap.quant == Fp8Quant::NONE;
 }
 
+namespace {
+std::atomic<int64_t> g_fused_gemm1_launches[static_cast<int>(FusedGemm1::kCount)];
+
+// The epilogue's store for the fused GEMM1s whose quantisation runs afterwards: the rounded
+// activation output as bf16 rows into act_bf16 (no quantisation).
+ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16) {
+  ActivationParams e = ap;
+  e.out = act_bf16;
+  e.quant = Fp8Quant::NONE;
+  e.op = Operand::BF16;
+  return e;
+}
+}  // namespace
+
+void count_fused_gemm1_launch(FusedGemm1 kind) {
+  g_fused_gemm1_launches[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);
+}
+int64_t fused_gemm1_launches(FusedGemm1 kind) {
+  return g_fused_gemm1_launches[static_cast<int>(kind)].load(std::memory_order_relaxed);
+}
+
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream) {
   if (!sm90_gemm1_act_applies(g, GemmPath::SM90_TMA, ap))
     throw Error("grouped GEMM: GEMM1 + activation called for a problem it does not take (sm90_gemm1_act_applies)");
+  count_fused_gemm1_launch(FusedGemm1::BF16_OR_FP8_TENSOR);
   switch (g.op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16: sm90_grouped_gemm_bf16_act(g, ap, stream); return;
@@ -151,13 +174,11 @@ void run_grouped_gemm1_channel_act(const GroupedGemmArgs& g, const ActivationPar
   if (!sm90_gemm1_channel_act_applies(g, GemmPath::SM90_TMA, ap))
     throw Error("grouped GEMM: fp8-channel GEMM1 + activation called for a problem it does not take "
                 "(sm90_gemm1_channel_act_applies)");
-  ActivationParams e = ap;
-  e.out = act_bf16;
-  e.quant = Fp8Quant::NONE;
-  e.op = Operand::BF16;
 #ifndef FUSEDMOE_SKIP_GPU_FP8
-  sm90_grouped_gemm_fp8_act_channel(g, e, stream);
+  count_fused_gemm1_launch(FusedGemm1::FP8_CHANNEL);
+  sm90_grouped_gemm_fp8_act_channel(g, bf16_rows_output(ap, act_bf16), stream);
 #else
+  (void)act_bf16;
   (void)stream;
   throw Error("grouped GEMM: the fp8 instances were left out of this build");
 #endif
@@ -187,12 +208,8 @@ void run_grouped_gemm1_block_act(const GroupedGemmArgs& g, const ActivationParam
   if (!sm90_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, ap))
     throw Error("grouped GEMM: fp8-block GEMM1 + activation called for a problem it does not take "
                 "(sm90_gemm1_block_act_applies)");
-  // The epilogue's store: the rounded activation output as a 16-bit operand (no quantisation).
-  ActivationParams e = ap;
-  e.out = act_bf16;
-  e.quant = Fp8Quant::NONE;
-  e.op = Operand::BF16;
-  sm90_grouped_gemm_fp8_blockwise_act(g, e, stream);
+  count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
+  sm90_grouped_gemm_fp8_blockwise_act(g, bf16_rows_output(ap, act_bf16), stream);
 }
 
 void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream) {

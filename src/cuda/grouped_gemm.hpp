@@ -203,6 +203,12 @@ void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
 // finish alone (a 16-bit operand or a static fp8 tensor scale; dynamic and per-row fp8 scales
 // need every output's amax first).
 bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap);
+// The fused GEMM1 + activation kernels: how many times each was launched in this process (counted
+// on the host by its entry point), for tests that must know which path a layer took - the fused
+// and unfused paths give the same bits, so the output cannot tell.
+enum class FusedGemm1 { BF16_OR_FP8_TENSOR, FP8_CHANNEL, FP8_BLOCK, FOUR_BIT, kCount };
+void count_fused_gemm1_launch(FusedGemm1 kind);
+int64_t fused_gemm1_launches(FusedGemm1 kind);
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream);
 size_t sm90_grouped_gemm_bf16_act_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_bf16_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);

@@ -395,23 +395,17 @@ struct GroupedGemmAct {
     StrideB* stride_b;
     void* cutlass_workspace;
   };
-  static size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
   static Arrays carve(void* base, int groups, size_t* total) {
-    size_t off = 0;
-    auto take = [&](size_t bytes) {
-      void* q = static_cast<char*>(base) + off;
-      off += align256(bytes);
-      return q;
-    };
+    WorkspaceCarve w(base);
     const size_t g = static_cast<size_t>(groups);
     Arrays a;
-    a.problems = static_cast<Shape3*>(take(g * sizeof(Shape3)));
-    a.ptr_a = static_cast<const Element**>(take(g * sizeof(void*)));
-    a.ptr_b = static_cast<const Element**>(take(g * sizeof(void*)));
-    a.stride_a = static_cast<StrideA*>(take(g * sizeof(StrideA)));
-    a.stride_b = static_cast<StrideB*>(take(g * sizeof(StrideB)));
-    a.cutlass_workspace = static_cast<char*>(base) + off;
-    *total = off;
+    a.problems = w.take<Shape3>(g);
+    a.ptr_a = w.take<const Element*>(g);
+    a.ptr_b = w.take<const Element*>(g);
+    a.stride_a = w.take<StrideA>(g);
+    a.stride_b = w.take<StrideB>(g);
+    a.cutlass_workspace = w.next();
+    *total = w.used();
     return a;
   }
   static typename Gemm::Arguments arguments(const Arrays& arr, int groups, int device, int sm_count,
@@ -432,7 +426,7 @@ struct GroupedGemmAct {
     size_t arrays = 0;
     Arrays arr = carve(nullptr, groups, &arrays);
     const auto args = arguments(arr, groups, 0, sm_count, ActivationParams{}, nullptr);
-    return arrays + align256(Gemm::get_workspace_size(args));
+    return arrays + WorkspaceCarve::align(Gemm::get_workspace_size(args));
   }
   static void run(const GroupedGemmArgs& g, const ActivationParams& act, cudaStream_t stream);
 };

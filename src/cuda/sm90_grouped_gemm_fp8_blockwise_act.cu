@@ -87,25 +87,19 @@ struct BlockActGemm {
     StrideB* stride_b;
     void* cutlass_workspace;
   };
-  static size_t align256(size_t x) { return (x + 255) & ~size_t(255); }
   static Arrays carve(void* base, int groups, size_t* total) {
-    size_t off = 0;
-    auto take = [&](size_t bytes) {
-      void* q = static_cast<char*>(base) + off;
-      off += align256(bytes);
-      return q;
-    };
+    WorkspaceCarve w(base);
     const size_t g = static_cast<size_t>(groups);
     Arrays a;
-    a.problems = static_cast<Shape3*>(take(g * sizeof(Shape3)));
-    a.ptr_a = static_cast<const Element**>(take(g * sizeof(void*)));
-    a.ptr_b = static_cast<const Element**>(take(g * sizeof(void*)));
-    a.ptr_sfa = static_cast<const float**>(take(g * sizeof(void*)));
-    a.ptr_sfb = static_cast<const float**>(take(g * sizeof(void*)));
-    a.stride_a = static_cast<StrideA*>(take(g * sizeof(StrideA)));
-    a.stride_b = static_cast<StrideB*>(take(g * sizeof(StrideB)));
-    a.cutlass_workspace = static_cast<char*>(base) + off;
-    *total = off;
+    a.problems = w.take<Shape3>(g);
+    a.ptr_a = w.take<const Element*>(g);
+    a.ptr_b = w.take<const Element*>(g);
+    a.ptr_sfa = w.take<const float*>(g);
+    a.ptr_sfb = w.take<const float*>(g);
+    a.stride_a = w.take<StrideA>(g);
+    a.stride_b = w.take<StrideB>(g);
+    a.cutlass_workspace = w.next();
+    *total = w.used();
     return a;
   }
   static typename Gemm::Arguments arguments(const Arrays& arr, int groups, int device, int sm_count,
@@ -169,7 +163,7 @@ size_t sm90_grouped_gemm_fp8_blockwise_act_workspace(int groups, int sm_count) {
   size_t arrays = 0;
   const BlockActGemm::Arrays arr = BlockActGemm::carve(nullptr, groups, &arrays);
   const auto args = BlockActGemm::arguments(arr, groups, 0, sm_count, ActivationParams{}, nullptr);
-  return arrays + BlockActGemm::align256(BlockActGemm::Gemm::get_workspace_size(args));
+  return arrays + WorkspaceCarve::align(BlockActGemm::Gemm::get_workspace_size(args));
 }
 
 void sm90_grouped_gemm_fp8_blockwise_act(const GroupedGemmArgs& g, const ActivationParams& act, cudaStream_t stream) {

@@ -87,9 +87,7 @@ void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int grou
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows);
 void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const ActivationParams& act, uint16_t* act_rows,
                                int groups, const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
-// How many times w4_wgmma_gemm1_activation has launched its kernel in this process (host side,
-// for tests that must know which path a layer took).
-int64_t w4_gemm1_act_launches();
+// (Its launches: fused_gemm1_launches(FusedGemm1::FOUR_BIT), grouped_gemm.hpp.)
 // W4A8 at many tokens per expert (w4a8_wgmma.cu): int4 decoded to e4m3 inside an fp8 wgmma
 // mainloop, the group scale on each 128-wide partial sum (the numerics of the other two ways).
 // a: [rows, k] e4m3 codes (the fp8 operand of the large-batch way).

@@ -34,7 +34,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <atomic>
 #include <string>
 #include <type_traits>
 
@@ -383,8 +382,6 @@ void launch_format(Format f, const Params& p, int64_t max_rows, cudaStream_t str
   else launch<kNv, O>(p, max_rows, stream);
 }
 
-std::atomic<int64_t> g_act_launches{0};  // w4_gemm1_act_launches()
-
 Params make_params(const W4Weights& w, const void* a, void* d, int groups, const int32_t* offsets) {
   Params p;
   p.w = w.w;
@@ -425,10 +422,8 @@ void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const Activati
     throw Error(std::string("w4 wgmma GEMM1 + activation: ") + why);
   Params p = make_params(w, a, act_rows, groups, offsets);
   p.act = act;
+  count_fused_gemm1_launch(FusedGemm1::FOUR_BIT);
   launch_format<W4Out::ACT>(w.format, p, max_rows, stream);
-  g_act_launches.fetch_add(1, std::memory_order_relaxed);
 }
-
-int64_t w4_gemm1_act_launches() { return g_act_launches.load(std::memory_order_relaxed); }
 
 }  // namespace fusedmoe::cuda

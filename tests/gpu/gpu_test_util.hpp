@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cpu/layer_test_util.hpp"
+#include "cuda/grouped_gemm.hpp"
 #include "fusedmoe/fusedmoe.hpp"
 #include "fusedmoe/layer_builder.hpp"
 
@@ -321,6 +322,16 @@ inline void check_against_oracle(const Case& c, const LayerFile& lf, const Input
 // A random layer and random inputs (ids from [0, num_ids), default E) for the case.
 inline void check_case(const Case& c, int64_t num_ids = -1) {
   check_against_oracle(c, make_layer(c), make_inputs(c, num_ids < 0 ? c.E : num_ids));
+}
+
+// Runs fn() and checks whether it launched the fused GEMM1 + activation kernel `kind`: the fused
+// and unfused paths give the same bits, so only the launch count tells which one a test covered.
+template <class Fn>
+void expect_fused_gemm1(cuda::FusedGemm1 kind, bool fused, Fn fn) {
+  const int64_t before = cuda::fused_gemm1_launches(kind);
+  fn();
+  if (fused) EXPECT_GT(cuda::fused_gemm1_launches(kind), before) << "the fused GEMM1 + activation did not run";
+  else EXPECT_EQ(cuda::fused_gemm1_launches(kind), before) << "the fused GEMM1 + activation ran";
 }
 
 }  // namespace fusedmoe::gputest

@@ -51,7 +51,8 @@ TEST_P(Gemm1BlockActGpu, MatchesOracle) {
   LayerFile lf = make_layer(c);
   lf.config.fp8_block_ue8m0 = ue8m0;
   SCOPED_TRACE(ue8m0 ? "ue8m0" : "fp32 scales");
-  check_against_oracle(c, lf, make_inputs(c, c.E));
+  // Halves rows take the fused path; interleaved ones stay unfused (sm90_gemm1_block_act_applies).
+  expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, halves, [&] { check_against_oracle(c, lf, make_inputs(c, c.E)); });
 }
 
 std::string block_act_name(const ::testing::TestParamInfo<std::tuple<int, int, bool, bool>>& info) {
@@ -73,7 +74,7 @@ TEST(Gemm1BlockActPathsGpu, OneGroupMatchesOracle) {
     c.N = 128;
     c.K = 1024;
     c.seed += 31;
-    check_case(c);
+    expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, halves, [&] { check_case(c); });
   }
 }
 
@@ -96,14 +97,14 @@ TEST(Gemm1BlockActPathsGpu, DistinctBlockScalesMatchOracle) {
           for (int64_t b = 0; b < NB; ++b)
             for (int64_t j = 0; j < KB; ++j) sp[(e * NB + b) * KB + j] *= static_cast<float>(1 << ((3 * b + j) % 5));
         SCOPED_TRACE(ue8m0 ? "ue8m0" : "fp32 scales");
-        check_against_oracle(c, lf, make_inputs(c, c.E));
+        expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, true, [&] { check_against_oracle(c, lf, make_inputs(c, c.E)); });
       }
 }
 
 // Interleaved rows and N past the fused path's rule stay on GEMM1 + the activation kernel.
 TEST(Gemm1BlockActPathsGpu, UnfusedLayoutsMatchOracle) {
   FMOE_REQUIRE_GPU();
-  check_case(block_act_case(Activation::GELU, 1, /*halves=*/false));
+  expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, false, [] { check_case(block_act_case(Activation::GELU, 1, /*halves=*/false)); });
 }
 
 }  // namespace

@@ -216,7 +216,7 @@ TEST(W4WgmmaActGpu, Nvfp4RowsBitwiseEqualToUnfused) {
                seed++);
 }
 
-// Layers through run(): the fused kernel is the one launched (w4_gemm1_act_launches), and the
+// Layers through run(): the fused kernel is the one launched (fused_gemm1_launches), and the
 // result matches the oracle (check_case: plain run and graph replay bitwise equal).
 TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
   FMOE_REQUIRE_GPU();
@@ -255,9 +255,9 @@ TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
     DeviceRun run(layer, in);
     // The fused kernel ran: its host entry counts its launches (a stage time cannot tell at this
     // size: the unfused activation kernel takes a few microseconds here too).
-    const int64_t before = cuda::w4_gemm1_act_launches();
+    const int64_t before = cuda::fused_gemm1_launches(cuda::FusedGemm1::FOUR_BIT);
     layer.run_timed(run.args);
-    EXPECT_EQ(cuda::w4_gemm1_act_launches(), before + 1) << "GEMM1 + activation was not the fused kernel";
+    EXPECT_EQ(cuda::fused_gemm1_launches(cuda::FusedGemm1::FOUR_BIT), before + 1) << "GEMM1 + activation was not the fused kernel";
   }
 }
 
