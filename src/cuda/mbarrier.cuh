@@ -1,6 +1,8 @@
 #pragma once
 // mbarrier pieces for kernels that fill shared memory with asynchronous bulk copies (TMA):
-// stream_gemm.cu (tensor-map boxes) and decode_layer.cu (plain 1-D bulk copies and L2 prefetches).
+// stream_gemm.cu and w4_wgmma.cu (tensor-map boxes) and decode_layer.cu (plain 1-D bulk copies and L2
+// prefetches).
+#include <cuda.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -42,6 +44,24 @@ __device__ __forceinline__ void bulk_load_1d(void* dst, const void* src, uint32_
 __device__ __forceinline__ void bulk_prefetch_l2(const void* src, uint32_t bytes) {
   asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(reinterpret_cast<uint64_t>(src)), "r"(bytes)
                : "memory");
+}
+
+// One 2-D box (x: byte offset along k, y: row) into shared memory, completing on bar.
+__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
+          smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_u32(bar))
+      : "memory");
+}
+// One 5-D box (the gate / up row map of the fused GEMM1 + activation: k bytes, row in an 8-row
+// group, half, 8-row group, expert) into shared memory, completing on bar.
+__device__ __forceinline__ void tma_load_5d(void* dst, const CUtensorMap* map, int x, int grp, int e, uint64_t* bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
+      "[%7];" ::"r"(smem_u32(dst)),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(0), "r"(0), "r"(grp), "r"(e), "r"(smem_u32(bar))
+      : "memory");
 }
 
 }  // namespace fusedmoe::cuda

@@ -44,11 +44,9 @@
 // fp8 became issue-bound (1.35x the swap-AB config's layer time at 32 rows) and fp8-block paid
 // a dependent scale load per tile and stage.
 #include <cuda.h>
-#include <cudaTypedefs.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 
 #include "cuda/activation_store.cuh"
@@ -60,6 +58,7 @@
 #include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/stream_gemm.hpp"
+#include "cuda/tma_map.hpp"
 #include "cuda/wgmma_util.cuh"
 #include "fusedmoe/error.hpp"
 
@@ -89,23 +88,6 @@ constexpr int smem_bytes() { return S * stage_bytes<T>() + 1024; }  // + alignme
 // (expert lookup, barrier set-up, the first copies' latency) is paid over enough work.
 constexpr int64_t kTargetCtaBytes = 192 * 1024;
 
-// One 2-D box (x: byte offset along k, y: row) into shared memory, completing on bar.
-__device__ __forceinline__ void tma_load_2d(void* dst, const CUtensorMap* map, int x, int y, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];" ::"r"(
-          smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(y), "r"(smem_u32(bar))
-      : "memory");
-}
-// One 5-D box (the gate / up row map of the fused GEMM1 + activation: k bytes, row in an 8-row
-// group, half, 8-row group, expert) into shared memory, completing on bar.
-__device__ __forceinline__ void tma_load_5d(void* dst, const CUtensorMap* map, int x, int grp, int e, uint64_t* bar) {
-  asm volatile(
-      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3, %4, %5, %6}], "
-      "[%7];" ::"r"(smem_u32(dst)),
-      "l"(reinterpret_cast<uint64_t>(map)), "r"(x), "r"(0), "r"(0), "r"(grp), "r"(e), "r"(smem_u32(bar))
-      : "memory");
-}
 // wgmma (D += A x B, both operands in shared memory, K-major, 128-byte swizzle, as the TMA lays
 // the stages out): m64 x N x 32 bytes of k (k32 e4m3 or k16 bf16 / fp16), N = 8, 16, 32 or 64
 // tokens, d[0 .. N / 2) of each thread. accumulate 0: D = A x B.
@@ -377,58 +359,17 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   }
 }
 
-PFN_cuTensorMapEncodeTiled_v12000 encode_fn() {
-  static PFN_cuTensorMapEncodeTiled_v12000 fn = nullptr;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult q{};
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-        q == cudaDriverEntryPointSuccess)
-      fn = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(p);
-  });
-  if (fn == nullptr) throw Error("stream GEMM: the driver has no cuTensorMapEncodeTiled (CUDA 12+ driver needed)");
-  return fn;
-}
-
-// A [rows, row_bytes] byte matrix at p, boxes of box_rows x kStageK bytes, 128-byte swizzle, zeros
-// past either extent.
+// A [rows, row_bytes] byte matrix at p, boxes of box_rows x kStageK bytes, 128-byte swizzle.
 CUtensorMap byte_map(const void* p, int64_t rows, int64_t row_bytes, int box_rows) {
-  CUtensorMap m{};
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), static_cast<cuuint64_t>(rows)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-  const cuuint32_t box[2] = {kStageK, static_cast<cuuint32_t>(box_rows)};
-  const cuuint32_t elem_strides[2] = {1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(p), dims, strides, box,
-                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("stream GEMM: cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) + ") for a " +
-                std::to_string(rows) + " x " + std::to_string(row_bytes) + "-byte matrix");
-  return m;
+  return tma_byte_map(p, rows, row_bytes, kStageK, box_rows, CU_TENSOR_MAP_SWIZZLE_128B, "stream GEMM");
 }
 
-// GEMM1's weights [groups, 2N, k] as the 5-D map of the fused activation (the kernel's kAct):
-// dims (k bytes, row i of an 8-row group, half h, group w, expert), box (kStageK, 8, 2, 8, 1) =
-// 128 rows, row 16 w + 8 h + i of the box the weight row of output 8 w + i of half h: halves
-// order rows h N + o, interleaved rows 2 o + h (strides 2 k / k: TMA takes strides in any order).
+// GEMM1's weights [groups, 2N, k] as the gate / up map of the fused activation (the kernel's
+// kAct): box (kStageK, 8, 2, 8, 1) = 128 rows, row 16 w + 8 h + i of the box the weight row of
+// output 8 w + i of half h (tma_map.hpp).
 CUtensorMap act_weight_map(const void* p, int64_t groups, int64_t N, int64_t row_bytes, bool interleaved) {
-  CUtensorMap m{};
-  const cuuint64_t dims[5] = {static_cast<cuuint64_t>(row_bytes), 8, 2, static_cast<cuuint64_t>(N / 8),
-                              static_cast<cuuint64_t>(groups)};
-  const cuuint64_t rb = static_cast<cuuint64_t>(row_bytes);
-  const cuuint64_t strides[4] = {interleaved ? 2 * rb : rb, interleaved ? rb : static_cast<cuuint64_t>(N) * rb,
-                                 interleaved ? 16 * rb : 8 * rb, static_cast<cuuint64_t>(2 * N) * rb};
-  const cuuint32_t box[5] = {kStageK, 8, 2, kBN / 16, 1};
-  const cuuint32_t elem_strides[5] = {1, 1, 1, 1, 1};
-  const CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_UINT8, 5, const_cast<void*>(p), dims, strides, box,
-                                 elem_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                                 CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-  if (r != CUDA_SUCCESS)
-    throw Error("stream GEMM1 + activation: cuTensorMapEncodeTiled failed (" + std::to_string(static_cast<int>(r)) +
-                ") for the gate / up map of " + std::to_string(groups) + " experts x 2 x " + std::to_string(N) +
-                " rows of " + std::to_string(row_bytes) + " bytes" + (interleaved ? " (interleaved)" : ""));
-  return m;
+  return tma_gate_up_map(p, groups, N, row_bytes, kStageK, kBN / 16, interleaved, CU_TENSOR_MAP_SWIZZLE_128B,
+                         "stream GEMM1 + activation");
 }
 
 // Whether an AUTO launch takes the wide token tile: 16-bit operands with more than
