@@ -433,6 +433,7 @@ class CudaBackend final : public BackendImpl {
     gp.out = b.a1;
     gp.op = op_run;
     gp.quant = quant1_;
+    gp.kperm = w4_kperm(slots, true);  // the operands of the 4-bit wgmma kernel in its k order
     gp.row_scale = b.row_scale1;
     gp.block = {b.block_scale1, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     if (quant1_ == Fp8Quant::NVFP4) gp.nvfp4_input_scale = weights_.w13_input_scale.ptr<const float>();
@@ -489,6 +490,7 @@ class CudaBackend final : public BackendImpl {
     ap.out = b.a2;
     ap.op = op_run;
     ap.quant = quant2_;
+    ap.kperm = w4_kperm(slots, false);
     TensorScale scale2;
     if (quant2_ == Fp8Quant::TENSOR_STATIC) scale2 = {weights_.w2_input_scale.ptr<const float>(), false};
     if (quant2_ == Fp8Quant::TENSOR_DYNAMIC) scale2 = {b.amax2, true};
@@ -771,6 +773,12 @@ class CudaBackend final : public BackendImpl {
     w.n = gemm1 ? shape_.w13_rows : shape_.hidden;
     w.k = gemm1 ? shape_.hidden : shape_.inter;
     return w;
+  }
+
+  // Whether GEMM1's (gemm1) or GEMM2's operand of this batch feeds the MXFP4 / NVFP4 wgmma kernel,
+  // which takes it in its k order (w4_kperm.cuh): the gather / activation kernels store it so.
+  bool w4_kperm(int64_t slots, bool gemm1) const {
+    return w4_ && config_.format != Format::W4A8_INT4 && (gemm1 ? w4_wgmma1_ : w4_wgmma2_) && w4_large_batch(slots);
   }
 
   // Whether GEMM1 and the activation of this batch run as one wgmma kernel (MXFP4 / NVFP4 at

@@ -85,6 +85,8 @@ struct GatherParams {
   void* out = nullptr;            // [rows, K] operand
   Operand op = Operand::BF16;
   Fp8Quant quant = Fp8Quant::NONE;
+  // A 16-bit operand of the 4-bit wgmma kernel, stored in its k order (w4_kperm.cuh; width a multiple of 64).
+  bool kperm = false;
   TensorScale scale;             // TENSOR_*
   float* row_scale = nullptr;    // ROW: [rows] output scales
   BlockScaleOut block;           // BLOCK (row_expert is set for every mode)
@@ -134,6 +136,8 @@ struct ActivationParams {
   void* out = nullptr;            // [rows, N] GEMM2 operand
   Operand op = Operand::BF16;
   Fp8Quant quant = Fp8Quant::NONE;
+  // A 16-bit operand of the 4-bit wgmma kernel, stored in its k order (w4_kperm.cuh; width a multiple of 64).
+  bool kperm = false;
   TensorScale scale;           // TENSOR_STATIC
   float* amax_bits = nullptr;  // TENSOR_DYNAMIC: amax of the activation output (zeroed by launcher)
   float* staging = nullptr;    // TENSOR_DYNAMIC / ROW: [rows, N] rounded activation output

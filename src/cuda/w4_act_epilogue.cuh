@@ -41,7 +41,8 @@ __device__ __forceinline__ int64_t act_weight_row(const ActivationParams& a, int
 // (exact), the add of an absent bias adds -0 (x + -0 == x, signed zeros included).
 template <int N, Activation A, int kAcc>
 __device__ __forceinline__ void act_epilogue_as(const ActivationParams& a, __nv_bfloat16* out, const float (&acc)[kAcc],
-                                                float scale, int e, int64_t row0, int rows, int64_t o, int tok0) {
+                                                float scale, int e, int64_t row0, int rows, int64_t o, int tok0,
+                                                int64_t oc) {
   static_assert(N / 2 <= kAcc, "the sums of N tokens");
   if (o >= a.N) return;
   int64_t gi, ui;
@@ -73,21 +74,23 @@ __device__ __forceinline__ void act_epilogue_as(const ActivationParams& a, __nv_
       const float gate = __fadd_rn(__fmul_rn(acc[4 * j + q] * scale, ds), bg);
       const float up = __fadd_rn(__fmul_rn(acc[4 * j + 2 + q] * scale, ds), bu);
       const __nv_bfloat16 v = __float2bfloat16_rn(gated_as<A>(a, gate, up));
-      if (ok) out[r * a.N + o] = v;
+      if (ok) out[r * a.N + oc] = v;
     }
 }
 
-// act_epilogue_as for the layer's activation (gated only; the host refuses RELU2).
+// act_epilogue_as for the layer's activation (gated only; the host refuses RELU2). oc: the column
+// output o is stored at (o, or its place in the 4-bit wgmma kernel's k order: w4_kperm.cuh).
 template <int N, int kAcc>
 __device__ __forceinline__ void act_epilogue(const ActivationParams& a, __nv_bfloat16* out, const float (&acc)[kAcc],
-                                             float scale, int e, int64_t row0, int rows, int64_t o, int tok0) {
+                                             float scale, int e, int64_t row0, int rows, int64_t o, int tok0,
+                                             int64_t oc) {
   switch (a.act) {
-    case Activation::SILU: act_epilogue_as<N, Activation::SILU>(a, out, acc, scale, e, row0, rows, o, tok0); break;
-    case Activation::GELU: act_epilogue_as<N, Activation::GELU>(a, out, acc, scale, e, row0, rows, o, tok0); break;
+    case Activation::SILU: act_epilogue_as<N, Activation::SILU>(a, out, acc, scale, e, row0, rows, o, tok0, oc); break;
+    case Activation::GELU: act_epilogue_as<N, Activation::GELU>(a, out, acc, scale, e, row0, rows, o, tok0, oc); break;
     case Activation::GELU_TANH:
-      act_epilogue_as<N, Activation::GELU_TANH>(a, out, acc, scale, e, row0, rows, o, tok0);
+      act_epilogue_as<N, Activation::GELU_TANH>(a, out, acc, scale, e, row0, rows, o, tok0, oc);
       break;
-    default: act_epilogue_as<N, Activation::SWIGLUOAI>(a, out, acc, scale, e, row0, rows, o, tok0); break;
+    default: act_epilogue_as<N, Activation::SWIGLUOAI>(a, out, acc, scale, e, row0, rows, o, tok0, oc); break;
   }
 }
 

@@ -75,13 +75,14 @@ inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4D
   return active > 0 && max_rows >= min_rows * active;
 }
 // MXFP4 / NVFP4 at many tokens per expert (w4_wgmma.cu): the weights decoded inside a wgmma
-// mainloop, no decoded copy (replaces the dequant way where it applies: k % 64 == 0).
+// mainloop, no decoded copy (replaces the dequant way where it applies: k % 64 == 0). a: the bf16
+// operand [rows, k] in this kernel's k order (w4_kperm.cuh; GatherParams / ActivationParams::kperm).
 bool w4_wgmma_shape_ok(const W4Weights& w);
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                            int64_t max_rows, cudaStream_t stream);
 // GEMM1 with the gated activation in the wgmma kernel's epilogue (no fp32 h, no activation
 // kernel), the activation kernel's arithmetic on the same sums. act_rows == nullptr: act.quant
-// NONE, GEMM2's bf16 operand into act.out; else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the
+// NONE, GEMM2's bf16 operand into act.out (in the k order when act.kperm); else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the
 // activation rows rounded to bf16 into act_rows [rows, N], which launch_activation (act_bf16)
 // then quantises. A bf16 activation dtype only. Why a call cannot take it (nullptr: it can).
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows);

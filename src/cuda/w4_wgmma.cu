@@ -14,12 +14,16 @@
 // Pipeline: all 256 threads copy stage s + kStages - 2 (activations: 256 rows x 64 k bf16 into a
 // 128-byte-swizzled K-major tile, as wgmma reads it; weights: 128 rows x 32 packed bytes) with
 // cp.async while stage s is decoded and multiplied; the raw block scales travel in registers,
-// loaded three stages ahead. Decoding: for k16 step j the wgmma A fragment of lane (g, t) holds
-// rows g / g + 8 at k = 16 j + 2t, 2t + 1 (one packed byte) and 16 j + 2t + 8, + 9 (another), so
-// each fragment register is one byte of the row's packed words: prmt picks it, a multiply by
-// 4097 spreads its two nibbles to the two 16-bit halves, and the shifts/masks of the e2m1 ->
-// bf16 placement follow; then the bf16x2 multiply by the block scale. The fragments of step j
-// are decoded while the wgmmas of the steps before it run (one commit group per k16 step).
+// loaded three stages ahead. Decoding: the activations come in this kernel's k order
+// (w4_kperm.cuh: the gather / activation kernels store them so), in which the wgmma A fragment of
+// lane (g, t) at k16 step j is codes j and j + 4 of the lane's packed words 2t (registers 0 / 1,
+// rows g / g + 8) and 2t + 1 (registers 2 / 3): a mask and one multiply place both codes' e2m1 ->
+// bf16 bits in the two halves (codes 2, 3 after a shift of the word), then the bf16x2 multiply by
+// the block scale, one per lane and row for the whole stage. (With the operand in natural order,
+// a register was one byte of the row: a byte select and a multiply spreading its two nibbles
+// came first, and two or four scales per stage: 229-242 instructions per stage and warp against
+// 185-199 now.) The fragments of step j are decoded while the wgmmas of the steps before it run
+// (one commit group per k16 step).
 //
 // Outputs (W4Out): fp32 D (y stays fp32 for the 4-bit formats: docs/NUMERICS.md; a bf16 y was
 // measured again on 2026-11-26, 1-4% of layer time, and not kept:
@@ -43,6 +47,7 @@
 #include "cuda/w4_act_epilogue.cuh"
 #include "cuda/w4_decode.cuh"
 #include "cuda/w4_gemm.hpp"
+#include "cuda/w4_kperm.cuh"
 #include "cuda/wgmma_util.cuh"
 #include "fusedmoe/error.hpp"
 
@@ -55,7 +60,7 @@ using namespace wg;
 constexpr int kThreads = 256;   // two warpgroups (also the 256 entries of the scale table, one per thread)
 constexpr int kRowsPerCta = 128;  // weight rows (64 per warpgroup)
 constexpr int kBK = 64;          // k per stage: one 128-byte swizzle row of bf16 activations
-constexpr int kWPitch = 48;      // bytes per weight row per stage (32 used; 48: the 8 rows a warp reads hit distinct banks)
+constexpr int kWPitch = 32;      // bytes per weight row per stage: a half-warp's 8-byte fragment loads (4 rows x 4 lanes) hit 32 distinct banks
 
 constexpr int TM = 256;          // tokens per CTA tile: two halves of up to 128 (wgmma N)
 constexpr int kStages = 5;
@@ -76,7 +81,7 @@ struct Params {
   const int32_t* offsets;
   bool swizzled;
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
-  uint32_t spread = 4097u, place = 0x1040u;  // e2m1_byte_pair's multipliers (why they are parameters: there)
+  uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -123,20 +128,20 @@ template <int V>
 using IntC = std::integral_constant<int, V>;
 __device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows > 32 ? 64 : 32); }
 
-// Byte `t` of `word` (two e2m1 codes) -> bf16x2 bits of value x 2^-126 (low code in the low half).
-// The two multipliers (4097, 0x1040) come from the kernel parameters (Params::spread / place):
-// with them as literals ptxas turned the x 4097 into LEA (x << 12) + x in some instances, an ALU
-// instruction next to the LOP3 / PRMT / ISETP the decode already issues there, where IMAD runs on
-// the FMA pipe: the GEMM1 + activation instance's mainloop issued the same 229 instructions per
-// stage with 16 IMADs turned into LEAs, and took 9% longer (ncu: math-pipe-throttle stalls
-// doubled; bench/results/2026-11-26-h200-w4-gemm1-act/ncu). Values unknown to the compiler stay IMADs.
-__device__ __forceinline__ uint32_t e2m1_byte_pair(uint32_t word, uint32_t sel, uint32_t spread, uint32_t place) {
-  const uint32_t y = prmt(word, 0u, sel);   // the byte alone
-  const uint32_t s = y * spread;             // x 4097: low code at bits 0..3, high code at bits 16..19
-  // decode_word<F, true>'s placement (w4_decode.cuh): both codes masked, one multiply, one mask
-  // (the shift form took 6 instructions with the prmt and the spread: M = 4096 0.98-1.00x the
-  // layer time, H100, bench/results/2026-11-26-h100-decode-layer-w4 r6).
-  return ((s & 0x000F000Fu) * place) & 0x81C081C0u;  // x 0x1040
+// Codes j and j + 4 of `word` (eight e2m1 codes, code i at bits 4 i) -> bf16x2 bits of value x
+// 2^-126 (code j in the low half), given sh = word >> 8 (codes 2, 3 / 6, 7 at the places of 0, 1 /
+// 4, 5): both codes masked at the same place of each half, one multiply puts the magnitude at bits
+// 6..8 and the sign at bit 15 of each half (x 0x1040 for codes at bits 0..3, x 0x104 at bits
+// 4..7), one mask. The two multipliers come from the kernel parameters (Params::place0 / place1):
+// as literals ptxas turned such multiplies into LEA (shift + add) in some instances, an ALU
+// instruction next to the LOP3 / SHF the decode already issues there, where IMAD runs on the FMA
+// pipe (the byte-pick decode before it: same instruction count, 16 IMADs as LEAs, 9% longer; ncu:
+// math-pipe-throttle stalls doubled; bench/results/2026-11-26-h200-w4-gemm1-act/ncu).
+// j is a constant after the k16 loop's unrolling.
+__device__ __forceinline__ uint32_t e2m1_nibble_pair(int j, uint32_t word, uint32_t sh, uint32_t place0,
+                                                     uint32_t place1) {
+  const uint32_t x = j < 2 ? word : sh;
+  return j % 2 == 0 ? ((x & 0x000F000Fu) * place0) & 0x81C081C0u : ((x & 0x00F000F0u) * place1) & 0x81C081C0u;
 }
 
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
@@ -253,7 +258,9 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
 
   // Tokens 0..127 of the tile in acc0 (wgmma N = N0), 128..255 in acc1 (N = N1, 0: none); the
   // CTA runs the instance of its widths (below).
-  const uint32_t sel = 0x4440u | static_cast<uint32_t>(t);
+  // The raw scale byte of the lane's block in a stage's scale word: MXFP4 block t / 2 (2 per
+  // stage), NVFP4 block t (4 per stage).
+  const uint32_t sc_shift = 8u * static_cast<uint32_t>(F == kMx ? t >> 1 : t);
   auto mainloop = [&](auto n0c, auto n1c) {
     constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value;
     float acc0[64], acc1[64];
@@ -280,30 +287,25 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       fence_proxy_async();
       __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
       issue(chunks, s + S - 2, ibuf);  // into the buffer of stage s - 2
-      // Rows lrow / lrow + 8: 32 packed bytes each = 8 words (k16 step j: words 2j, 2j + 1).
-      const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch;
-      const uint4 l0 = *reinterpret_cast<const uint4*>(wrow), l1 = *reinterpret_cast<const uint4*>(wrow + 16);
-      const uint4 h0 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch);
-      const uint4 h1 = *reinterpret_cast<const uint4*>(wrow + 8 * kWPitch + 16);
-      const uint32_t wl[8] = {l0.x, l0.y, l0.z, l0.w, l1.x, l1.y, l1.z, l1.w};
-      const uint32_t wh[8] = {h0.x, h0.y, h0.z, h0.w, h1.x, h1.y, h1.z, h1.w};
+      // Rows lrow / lrow + 8: this lane's words 2t, 2t + 1 of each (the stage's codes 16 t .. 16 t + 15).
+      const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch + 8 * t;
+      const uint2 wl = *reinterpret_cast<const uint2*>(wrow), wh = *reinterpret_cast<const uint2*>(wrow + 8 * kWPitch);
+      const uint32_t wl_sh[2] = {wl.x >> 8, wl.y >> 8}, wh_sh[2] = {wh.x >> 8, wh.y >> 8};
       // Descriptors of the stage's k16 steps: the start address field (bits 0..13, address / 16)
       // advances by 2 per step and by 1024 for the second half; it never carries out of its field.
       const uint64_t desc0 = smem_desc(sb_addr + buf * kBBytes);
-      uint32_t s2[2][kPer];  // bf16x2 multipliers of the stage's blocks, rows lrow / lrow + 8
-#pragma unroll
-      for (int h = 0; h < 2; ++h)
-#pragma unroll
-        for (int q = 0; q < kPer; ++q) s2[h][q] = lut[(sc0[h] >> (8 * q)) & 0xFFu];
+      // bf16x2 multipliers of the lane's block (MXFP4 32-block t / 2, NVFP4 16-block t), rows
+      // lrow / lrow + 8: every code of the lane's four k16 steps lies in it.
+      const uint32_t s_lo = lut[(sc0[0] >> sc_shift) & 0xFFu], s_hi = lut[(sc0[1] >> sc_shift) & 0xFFu];
 #pragma unroll
       for (int j = 0; j < 4; ++j) {
         wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
-        // Block scale of k16 step j: MXFP4 block j / 2, NVFP4 block j.
-        const uint32_t s_lo = s2[0][F == kMx ? j / 2 : j], s_hi = s2[1][F == kMx ? j / 2 : j];
-        A[j][0] = bf16x2_mul(e2m1_byte_pair(wl[2 * j], sel, p.spread, p.place), s_lo);
-        A[j][1] = bf16x2_mul(e2m1_byte_pair(wh[2 * j], sel, p.spread, p.place), s_hi);
-        A[j][2] = bf16x2_mul(e2m1_byte_pair(wl[2 * j + 1], sel, p.spread, p.place), s_lo);
-        A[j][3] = bf16x2_mul(e2m1_byte_pair(wh[2 * j + 1], sel, p.spread, p.place), s_hi);
+        // Step j's fragment: codes j, j + 4 of the lane's words (the k permutation: w4_kperm.cuh).
+        auto dec = [&](uint32_t w, uint32_t sh) { return e2m1_nibble_pair(j, w, sh, p.place0, p.place1); };
+        A[j][0] = bf16x2_mul(dec(wl.x, wl_sh[0]), s_lo);
+        A[j][1] = bf16x2_mul(dec(wh.x, wh_sh[0]), s_hi);
+        A[j][2] = bf16x2_mul(dec(wl.y, wl_sh[1]), s_lo);
+        A[j][3] = bf16x2_mul(dec(wh.y, wh_sh[1]), s_hi);
         fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
         fence_operand(acc0);
         fence_operand(acc1);
@@ -332,8 +334,11 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
       auto* out = static_cast<__nv_bfloat16*>(p.d ? p.d : p.act.out);
       const int64_t o = n0 + (lrow >> 4) * 8 + g;
-      act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0);
-      if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128);
+      // GEMM2's bf16 operand (no p.d) in the k order of this kernel when GEMM2 runs on it; bf16
+      // rows for a quantise pass in plain order (that pass writes the operand).
+      const int64_t oc = !p.d && p.act.kperm ? w4_kperm_pos(o) : o;
+      act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
+      if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
     } else {
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
       float* d = static_cast<float*>(p.d);

@@ -18,6 +18,7 @@
 
 #include "cpu/layer_test_util.hpp"
 #include "cuda/grouped_gemm.hpp"
+#include "cuda/w4_kperm.cuh"
 #include "fusedmoe/fusedmoe.hpp"
 #include "fusedmoe/layer_builder.hpp"
 
@@ -28,6 +29,14 @@ using test::Inputs;
 inline bool have_gpu() {
   int n = 0;
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
+}
+
+// A [rows, k] 16-bit operand (k % 64 == 0) in the 4-bit wgmma kernel's k order (w4_kperm.cuh), as
+// the gather / activation kernels store it with kperm.
+inline std::vector<uint16_t> w4_kperm_rows(const std::vector<uint16_t>& a) {
+  std::vector<uint16_t> out(a.size());
+  for (size_t i = 0; i < a.size(); ++i) out[static_cast<size_t>(cuda::w4_kperm_pos(static_cast<int64_t>(i)))] = a[i];
+  return out;
 }
 
 #define FMOE_REQUIRE_GPU()                                        \

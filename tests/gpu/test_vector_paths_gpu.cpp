@@ -85,6 +85,19 @@ void expect_vector_equals_general(const DevicePlan& plan, int E, int64_t code_by
   expect_same_bytes(s_vec, s_gen.get(), rows * scale_bytes, "scales");
 }
 
+// A 16-bit operand stored with kperm (the 4-bit wgmma kernel's k order, w4_kperm.cuh) holds the
+// plain operand's value of every element at that element's place: rows of `cols` (% 64 == 0).
+void expect_kperm_of(const DeviceBuffer& kperm, const DeviceBuffer& plain, int64_t rows, int64_t cols) {
+  ASSERT_EQ(cols % 64, 0);
+  const auto k = download<uint16_t>(kperm, rows * cols), v = download<uint16_t>(plain, rows * cols);
+  int bad = 0;
+  for (int64_t i = 0; i < rows * cols; ++i)
+    if (k[static_cast<size_t>(cuda::w4_kperm_pos(i))] != v[static_cast<size_t>(i)] && ++bad <= 5)
+      ADD_FAILURE() << "element " << i << " (row " << i / cols << "): kperm " << k[cuda::w4_kperm_pos(i)] << ", plain "
+                    << v[i];
+  EXPECT_EQ(bad, 0);
+}
+
 int64_t operand_bytes(cuda::Operand op) { return op == cuda::Operand::FP8 ? 1 : 2; }
 
 // What a quantiser writes per row of `cols` values: the operand bytes, and the scale bytes (BLOCK:
@@ -171,8 +184,10 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
 
 // The GEMM1 operand of one quantisation mode (BLOCK, ROW, NVFP4, NONE or TENSOR_STATIC) and
 // operand type from the vector and the general gather kernel (M tokens, top-4).
+// kperm: both kernels store the 16-bit operand in the 4-bit wgmma kernel's k order, and the
+// vector kernel's operand must be the general kernel's plain one so permuted.
 void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda::Operand op, bool ue8m0,
-                  int64_t M = 50, bool token_major = false, bool shared_input_scales = false) {
+                  int64_t M = 50, bool token_major = false, bool shared_input_scales = false, bool kperm = false) {
   const int64_t topk = 4;
   const int E = 6;
   std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0 + 8 * static_cast<int>(op)));
@@ -212,9 +227,11 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
       s_gen(slots * scale_bytes + 16);
   FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * code_bytes));
   FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
+  bool use_kperm = kperm;
   auto run = [&](const void* x, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::GatherParams gp =
         plan.gather_params(x, dt, K, topk, static_cast<const float*>(w_d.get()), on_input, q.get(), op, quant);
+    gp.kperm = use_kperm;
     if (block) gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
     else if (nvfp4) gp.block.row_expert = plan.p.row_expert;
     else gp.row_scale = static_cast<float*>(s.get());
@@ -226,6 +243,13 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, x_aligned.ptr, x_shifted.ptr, q_vec, q_gen, s_vec,
                                s_gen, run);
+  if (kperm) {
+    DeviceBuffer q_plain(slots * code_bytes), s_plain(slots * scale_bytes + 16);
+    use_kperm = false;
+    run(x_shifted.ptr, q_plain, s_plain);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    expect_kperm_of(q_vec, q_plain, download<int32_t>(plan.offsets, E + 1)[E], K);
+  }
 }
 
 class GatherBlockPaths : public ::testing::TestWithParam<std::tuple<DType, bool, bool, int64_t>> {};
@@ -402,8 +426,9 @@ const ActCase kActCases[] = {
 
 // The GEMM2 operand of one quantisation mode (BLOCK or ROW), dequant kind and operand type from
 // the vector and the general activation kernel.
+// kperm: as gather_paths'.
 void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda::Fp8Quant quant, cuda::Operand op,
-                      DType act_dtype = DType::BF16, int64_t M = 40) {
+                      DType act_dtype = DType::BF16, int64_t M = 40, bool kperm = false) {
   const int64_t topk = 3;
   const int E = 5;
   const int64_t R = c.act == Activation::RELU2 ? N : 2 * N;
@@ -433,8 +458,10 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
   FMOE_CUDA(cudaMemset(s_vec.get(), 0, slots * scale_bytes + 16));
   FMOE_CUDA(cudaMemset(s_gen.get(), 0, slots * scale_bytes + 16));
+  bool use_kperm = kperm;
   auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::ActivationParams ap;
+    ap.kperm = use_kperm;
     ap.h = static_cast<const float*>(hp);
     ap.R = R;
     ap.N = N;
@@ -473,6 +500,13 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, h_aligned.ptr, h_shifted.ptr, q_vec, q_gen, s_vec,
                                s_gen, run);
+  if (kperm) {
+    DeviceBuffer q_plain(slots * code_bytes), s_plain(slots * scale_bytes + 16);
+    use_kperm = false;
+    run(h_shifted.ptr, q_plain, s_plain);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    expect_kperm_of(q_vec, q_plain, download<int32_t>(plan.offsets, E + 1)[E], N);
+  }
 }
 
 // Test name of an activation case: layout, variant, width.
@@ -607,6 +641,42 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationNvfp4Paths,
                          [](const auto& info) {
                            return act_case_name(std::get<0>(info.param), "", std::get<1>(info.param));
                          });
+
+// ---------------------------------------------------------------- the 4-bit wgmma operand order
+
+// Every writer of the 4-bit wgmma kernel's bf16 operand with kperm (w4_kperm.cuh): the gathers
+// (conversion: row walk and token-major; per-token fp8 values; nvfp4 values: row and token-major;
+// with the router weight on the input the general row walks) and the activation kernels (vector
+// conversion, relu2's general kernel, per-token fp8 values, nvfp4 values), vector and general
+// kernels alike, against the general kernel's plain operand. Widths a multiple of 64.
+TEST(W4KpermWriters, GathersStoreThePermutedOperand) {
+  FMOE_REQUIRE_GPU();
+  for (bool on_input : {false, true}) {
+    SCOPED_TRACE(on_input ? "router weight on input" : "plain");
+    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NONE, cuda::Operand::BF16, false, 80, false, false, true);
+    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NONE, cuda::Operand::BF16, false,
+                 cuda::kTokenGatherMinTokens, !on_input, false, true);
+    gather_paths(DType::F32, on_input, 2880, cuda::Fp8Quant::ROW, cuda::Operand::BF16, false, 50, false, false, true);
+    gather_paths(DType::BF16, on_input, 2880, cuda::Fp8Quant::ROW, cuda::Operand::BF16, false,
+                 cuda::kTokenGatherMinTokens, !on_input, false, true);
+    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false, 50, false, false, true);
+    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false,
+                 cuda::kTokenGatherMinTokens, !on_input, true, true);
+  }
+}
+
+TEST(W4KpermWriters, ActivationsStoreThePermutedOperand) {
+  FMOE_REQUIRE_GPU();
+  for (int ci : {0, 4, 6}) {  // silu halves, relu2 (general kernel), swigluoai interleaved up-gate
+    SCOPED_TRACE(kActCases[ci].name);
+    activation_paths(kActCases[ci], cuda::Dequant::GENERIC, 2048, cuda::Fp8Quant::NONE, cuda::Operand::BF16,
+                     DType::BF16, 40, true);
+    activation_paths(kActCases[ci], cuda::Dequant::GENERIC, 2880, cuda::Fp8Quant::ROW, cuda::Operand::BF16,
+                     DType::BF16, 40, true);
+    activation_paths(kActCases[ci], cuda::Dequant::GENERIC, 768, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16,
+                     DType::BF16, 40, true);
+  }
+}
 
 // ---------------------------------------------------------------- finalize
 

@@ -39,13 +39,14 @@ struct ActCase {
   Activation act;
   std::vector<int32_t> rows;  // per expert
   int64_t N, k;
+  bool kperm = false;  // the fused path writes GEMM2's operand in the wgmma kernel's k order (N % 64 == 0)
 };
 
 std::string describe(const ActCase& c) {
   return std::string(c.format == Format::MXFP4 ? "mxfp4" : "nvfp4") + (c.swizzled ? " swizzled" : " linear") +
          (c.interleaved ? " interleaved" : " halves") + (c.order == GateUpOrder::GATE_UP ? " gate-up" : " up-gate") +
          (c.bias ? " bias" : "") + (c.quant == Quant::ROW ? " fp8 rows" : c.quant == Quant::NVFP4 ? " nvfp4 rows" : " bf16") + " act " + std::to_string(static_cast<int>(c.act)) +
-         " N " + std::to_string(c.N) + " k " + std::to_string(c.k);
+         " N " + std::to_string(c.N) + " k " + std::to_string(c.k) + (c.kperm ? " kperm" : "");
 }
 
 template <typename T>
@@ -89,7 +90,8 @@ void run_case(const ActCase& c, uint64_t seed) {
   for (auto& s : a_row) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 7) - 3);
   for (auto& s : in_scale) s = 0.002f * static_cast<float>(1 + rng() % 50);  // nvfp4 activation input scales
 
-  DeviceBuffer dw = to_device(w), ds = to_device(scales), da = to_device(a), doff = to_device(offsets),
+  // The kernel takes its operand in its k order (w4_kperm.cuh).
+  DeviceBuffer dw = to_device(w), ds = to_device(scales), da = to_device(w4_kperm_rows(a)), doff = to_device(offsets),
                drow_e = to_device(row_expert), dbias = to_device(bias), dwe = to_device(w_expert), dar = to_device(a_row),
                din = to_device(in_scale);
   const std::vector<int32_t> count{total};
@@ -145,6 +147,7 @@ void run_case(const ActCase& c, uint64_t seed) {
   // Fused.
   cuda::ActivationParams fused = ap;
   fused.out = dout.get();
+  fused.kperm = c.kperm;
   fused.row_scale = static_cast<float*>(dscale.get());
   if (rows16) {
     auto* rows = static_cast<uint16_t*>(drows16.get());
@@ -162,8 +165,10 @@ void run_case(const ActCase& c, uint64_t seed) {
   int bad = 0, nonzero = 0;
   for (size_t i = 0; i < want.size(); ++i) {
     nonzero += (want[i] & 0x7fff) != 0;
-    if (got[i] != want[i] && ++bad <= 5)
-      ADD_FAILURE() << "row " << i / N << " output " << i % N << ": fused " << got[i] << ", unfused " << want[i];
+    // kperm: output i of a row stored at its place in the k order (w4_kperm.cuh).
+    const uint16_t g = got[c.kperm ? static_cast<size_t>(cuda::w4_kperm_pos(static_cast<int64_t>(i))) : i];
+    if (g != want[i] && ++bad <= 5)
+      ADD_FAILURE() << "row " << i / N << " output " << i % N << ": fused " << g << ", unfused " << want[i];
   }
   EXPECT_EQ(bad, 0);
   EXPECT_GT(nonzero, static_cast<int>(want.size() / 2)) << "the reference is mostly zeros: a weak comparison";
@@ -192,6 +197,12 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
   run_case({Format::MXFP4, false, false, true, Quant::NONE, GateUpOrder::UP_GATE, Activation::SILU, rows, 99, 192}, seed++);
   run_case({Format::NVFP4, true, true, false, Quant::NONE, GateUpOrder::GATE_UP, Activation::SWIGLUOAI, rows, 99, 192},
            seed++);
+  // GEMM2's operand in the wgmma kernel's k order (the layers whose GEMM2 runs on it): N = 192.
+  run_case({Format::MXFP4, false, false, true, Quant::NONE, GateUpOrder::GATE_UP, Activation::SILU, rows, 192, 320, true},
+           seed++);
+  run_case({Format::NVFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, rows, 192, 192,
+            true},
+           seed++);
 }
 
 TEST(W4WgmmaActGpu, PerTokenFp8RowsBitwiseEqualToUnfused) {
@@ -202,6 +213,10 @@ TEST(W4WgmmaActGpu, PerTokenFp8RowsBitwiseEqualToUnfused) {
       run_case({Format::MXFP4, interleaved, interleaved, true, Quant::ROW,
                 interleaved ? GateUpOrder::GATE_UP : GateUpOrder::UP_GATE, act, {65, 200, 0, 33}, 136, 192},
                seed++);
+  // The quantise pass writing GEMM2's operand in the wgmma kernel's k order: N = 192.
+  run_case({Format::MXFP4, false, true, true, Quant::ROW, GateUpOrder::GATE_UP, Activation::SILU, {65, 200, 0, 33}, 192,
+            192, true},
+           seed++);
 }
 
 // NVFP4 W4A4: the fused kernel's bf16 rows, quantised to nvfp4 by quantise_bf16_nvfp4_kernel (per
@@ -214,6 +229,9 @@ TEST(W4WgmmaActGpu, Nvfp4RowsBitwiseEqualToUnfused) {
       run_case({Format::NVFP4, !interleaved, interleaved, interleaved, Quant::NVFP4, GateUpOrder::GATE_UP, act,
                 {65, 200, 0, 33}, 144, 192},
                seed++);
+  run_case({Format::NVFP4, true, false, true, Quant::NVFP4, GateUpOrder::GATE_UP, Activation::SILU, {65, 200, 0, 33},
+            192, 192, true},
+           seed++);
 }
 
 // Layers through run(): the fused kernel is the one launched (fused_gemm1_launches), and the
