@@ -27,7 +27,7 @@ __global__ void activation_kernel(ActivationParams p) {
   switch (p.quant) {
     case Fp8Quant::NONE:
       for (int64_t n = cr.begin + threadIdx.x; n < cr.end; n += blockDim.x)
-        store_operand(p.out, p.op, base + n, act_value(p, r, e, n), p.kperm);
+        store_operand(p.out, p.op, base + n, act_value(p, r, e, n), p.korder);
       return;
     case Fp8Quant::TENSOR_STATIC: {
       const float s = tensor_scale_value(p.scale);
@@ -52,7 +52,7 @@ __global__ void activation_kernel(ActivationParams p) {
     case Fp8Quant::NVFP4:  // whole row (gridDim.y == 1)
       quantise_nvfp4_row(
           p.out, p.op, base, p.N, 1.0f / p.nvfp4_input_scale[e], [&](int64_t n) { return act_value(p, r, e, n); },
-          p.kperm);
+          p.korder);
       return;
     case Fp8Quant::ROW: {
       float m = 0.0f;
@@ -64,7 +64,7 @@ __global__ void activation_kernel(ActivationParams p) {
       const float s = scale_from_amax(block_max(m));
       if (threadIdx.x == 0) p.row_scale[r] = s;
       for (int64_t n = threadIdx.x; n < p.N; n += blockDim.x)
-        store_row_code(p.out, p.op, base + n, quant_row(p.staging[base + n], s), p.kperm);
+        store_row_code(p.out, p.op, base + n, quant_row(p.staging[base + n], s), p.korder);
       return;
     }
   }
@@ -185,7 +185,7 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_nvfp4_kernel(Activa
     const int64_t e = __ldg(p.row_expert + r);
     quantise_nvfp4_row_vec(
         p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e],
-        [&](int64_t c, float (&a)[8]) { load8_as_float(p.act_bf16, DType::BF16, r * p.N + c, a); }, p.kperm);
+        [&](int64_t c, float (&a)[8]) { load8_as_float(p.act_bf16, DType::BF16, r * p.N + c, a); }, p.korder);
   }
 }
 
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_row_kernel(Activati
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       float a[8];
       load8_as_float(p.act_bf16, DType::BF16, r * p.N + static_cast<int64_t>(l) * 8, a);
-      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.kperm);
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.korder);
     }
   }
 }
@@ -239,7 +239,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(Activat
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       float a[8];
       load8_as_float(staged, p.act_dtype, static_cast<int64_t>(l) * 8, a);
-      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.kperm);
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.korder);
     }
   });
 }
@@ -280,7 +280,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(Act
     for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
       const float4 lo = staged[2 * (l - l_begin)], hi = staged[2 * (l - l_begin) + 1];
       const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
-      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.kperm);
+      store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.korder);
     }
     cluster.sync();  // no block rewrites part_amax (next row) or exits while others read it
   });
@@ -294,7 +294,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(Activ
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     quantise_nvfp4_row_vec<true>(
         p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e], [&](int64_t c, float (&a)[8]) { act8(p, r, e, ds, c, a); },
-        p.kperm);
+        p.korder);
   });
 }
 
@@ -399,9 +399,9 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
       a[q] = round_to(p.act_dtype, gated(p, fix_h(p, g[q], ds, r, e, gc[q]), fix_h(p, u[q], ds, r, e, uc[q])));
     const int64_t o = r * p.N + n;
     if (!fp8) {
-      if (p.kperm) {
+      if (p.korder != KOrder::NATURAL) {
 #pragma unroll
-        for (int q = 0; q < 4; ++q) store_operand(p.out, p.op, o + q, a[q], true);
+        for (int q = 0; q < 4; ++q) store_operand(p.out, p.op, o + q, a[q], p.korder);
       } else {
         store4_from_float(p.out, p.op == Operand::BF16 ? DType::BF16 : DType::F16, o, a);
       }

@@ -433,7 +433,7 @@ class CudaBackend final : public BackendImpl {
     gp.out = b.a1;
     gp.op = op_run;
     gp.quant = quant1_;
-    gp.kperm = w4_kperm(slots, true);  // the operands of the 4-bit wgmma kernel in its k order
+    gp.korder = w4_korder(slots, true);  // the 4-bit kernels' operands in their k order
     gp.row_scale = b.row_scale1;
     gp.block = {b.block_scale1, b.plan.row_expert, b.plan.expert_offsets, config_.fp8_block_ue8m0};
     if (quant1_ == Fp8Quant::NVFP4) gp.nvfp4_input_scale = weights_.w13_input_scale.ptr<const float>();
@@ -490,7 +490,7 @@ class CudaBackend final : public BackendImpl {
     ap.out = b.a2;
     ap.op = op_run;
     ap.quant = quant2_;
-    ap.kperm = w4_kperm(slots, false);
+    ap.korder = w4_korder(slots, false);
     TensorScale scale2;
     if (quant2_ == Fp8Quant::TENSOR_STATIC) scale2 = {weights_.w2_input_scale.ptr<const float>(), false};
     if (quant2_ == Fp8Quant::TENSOR_DYNAMIC) scale2 = {b.amax2, true};
@@ -775,10 +775,14 @@ class CudaBackend final : public BackendImpl {
     return w;
   }
 
-  // Whether GEMM1's (gemm1) or GEMM2's operand of this batch feeds the MXFP4 / NVFP4 wgmma kernel,
-  // which takes it in its k order (w4_kperm.cuh): the gather / activation kernels store it so.
-  bool w4_kperm(int64_t slots, bool gemm1) const {
-    return w4_ && config_.format != Format::W4A8_INT4 && (gemm1 ? w4_wgmma1_ : w4_wgmma2_) && w4_large_batch(slots);
+  // The k order GEMM1's (gemm1) or GEMM2's 16-bit operand of this batch is stored in for the 4-bit
+  // kernel that reads it (w4_kperm.cuh; run_w4_gemm picks the kernel): the mma kernel below the
+  // large-batch rows (W4A8's int4 way; MXFP4 / NVFP4 permute there), the MXFP4 / NVFP4 wgmma kernel
+  // above; the dequant way and W4A8's fp8 wgmma way take it as is.
+  KOrder w4_korder(int64_t slots, bool gemm1) const {
+    if (!w4_) return KOrder::NATURAL;
+    if (!w4_large_batch(slots)) return config_.format == Format::W4A8_INT4 ? KOrder::W4_MMA : KOrder::NATURAL;
+    return config_.format != Format::W4A8_INT4 && (gemm1 ? w4_wgmma1_ : w4_wgmma2_) ? KOrder::W4_WGMMA : KOrder::NATURAL;
   }
 
   // Whether GEMM1 and the activation of this batch run as one wgmma kernel (MXFP4 / NVFP4 at

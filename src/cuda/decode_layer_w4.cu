@@ -60,9 +60,9 @@ constexpr int kKBlockBytes = 64;    // packed bytes of a row per k-block
 constexpr int kMaxW4Cols = 32;      // output columns per CTA (rounded up to 16)
 
 // Position of operand element k in the MMA's B-register order: each 8 values k0..k7 stored as
-// the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) that decode_word's weight pairs meet (permute_b), so
-// the MMA loops load B registers without permuting.
-__device__ __forceinline__ int64_t mma_order(int64_t k) { return (k & ~int64_t{7}) | ((k & 3) << 1) | ((k >> 2) & 1); }
+// the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) that decode_word's weight pairs meet (KOrder::W4_MMA,
+// w4_kperm.cuh), so the MMA loops load B registers without permuting.
+__device__ __forceinline__ int64_t mma_order(int64_t k) { return w4_mma_pos(k); }
 
 // Values per scale: mxfp4 32 (e8m0), nvfp4 16 (e4m3), W4A8 128 (a bf16 group scale: 2 bytes).
 template <int F>

@@ -76,10 +76,10 @@ __device__ __forceinline__ float tensor_scale_value(const TensorScale& s) {
   return s.from_amax ? scale_from_amax(v) : v;
 }
 
-// Operand store for the 16/32-bit operands (the fp8 ones go through quant_*). kperm: a 16-bit
-// operand of the 4-bit wgmma kernel, stored in its k order (w4_kperm.cuh).
-__device__ __forceinline__ void store_operand(void* p, Operand op, int64_t i, float v, bool kperm = false) {
-  if (kperm) i = w4_kperm_pos(i);
+// Operand store for the 16/32-bit operands (the fp8 ones go through quant_*). ko: a 16-bit operand
+// of a 4-bit kernel, stored in its k order (w4_kperm.cuh).
+__device__ __forceinline__ void store_operand(void* p, Operand op, int64_t i, float v, KOrder ko = KOrder::NATURAL) {
+  i = korder_pos(i, ko);
   switch (op) {
     case Operand::BF16: static_cast<__nv_bfloat16*>(p)[i] = __float2bfloat16_rn(v); break;
     case Operand::FP16: static_cast<__half*>(p)[i] = __float2half_rn(v); break;
@@ -351,11 +351,10 @@ __device__ __forceinline__ uint4 pack8_operand16(Operand op, const float (&v)[8]
   return make_uint4(w[0], w[1], w[2], w[3]);
 }
 // Stores 8 operand values at elements [i, i + 8) of a BF16 / FP16 operand (16 bytes).
-// kperm: in the 4-bit wgmma kernel's k order (w4_kperm.cuh; four 4-byte stores).
+// ko: in a 4-bit kernel's k order (w4_kperm.cuh).
 __device__ __forceinline__ void store8_operand16(void* p, Operand op, int64_t i, const float (&v)[8],
-                                                 bool kperm = false) {
-  if (kperm) store_packed8_kperm(p, i, pack8_operand16(op, v));
-  else *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = pack8_operand16(op, v);
+                                                 KOrder ko = KOrder::NATURAL) {
+  store_packed8_korder(p, i, pack8_operand16(op, v), ko);
 }
 // Stores 8 values at elements [i, i + 8) of an F32 / BF16 / F16 array (16-byte aligned), rounded
 // to d (exact for values already of that dtype): the inverse of load8_as_float.
@@ -384,9 +383,10 @@ __device__ __forceinline__ float e4m3_value(uint8_t code) {
 
 // A per-row (ROW) e4m3 code stored in the GEMM operand: the byte for fp8 operands, its exact
 // value for the 16-bit operands of the 4-bit formats.
-__device__ __forceinline__ void store_row_code(void* p, Operand op, int64_t i, uint8_t code, bool kperm = false) {
+__device__ __forceinline__ void store_row_code(void* p, Operand op, int64_t i, uint8_t code,
+                                               KOrder ko = KOrder::NATURAL) {
   if (op == Operand::FP8) static_cast<uint8_t*>(p)[i] = code;
-  else store_operand(p, op, i, e4m3_value(code), kperm);
+  else store_operand(p, op, i, e4m3_value(code), ko);
 }
 
 // Per-token fp8 codes of 8 values as the operand stores them: e4m3 codes (8 bytes, in .x .y) or,
@@ -402,21 +402,17 @@ __device__ __forceinline__ uint4 pack8_row_codes(Operand op, const float (&v)[8]
   return pack8_operand16(op, c);
 }
 // Stores what pack8_row_codes / pack8_operand16 packed at element i (8 bytes for FP8, else 16;
-// kperm: a 16-bit operand in the 4-bit wgmma kernel's k order).
-__device__ __forceinline__ void store_packed8(void* p, Operand op, int64_t i, uint4 w, bool kperm = false) {
-  if (op == Operand::FP8)
-    *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p) + i) = make_uint2(w.x, w.y);
-  else if (kperm)
-    store_packed8_kperm(p, i, w);
-  else
-    *reinterpret_cast<uint4*>(static_cast<char*>(p) + i * 2) = w;
+// ko: a 16-bit operand in a 4-bit kernel's k order).
+__device__ __forceinline__ void store_packed8(void* p, Operand op, int64_t i, uint4 w, KOrder ko = KOrder::NATURAL) {
+  if (op == Operand::FP8) *reinterpret_cast<uint2*>(static_cast<uint8_t*>(p) + i) = make_uint2(w.x, w.y);
+  else store_packed8_korder(p, i, w, ko);
 }
 // ROW quantisation of 8 values at elements [i, i + 8) of a row-quantised operand with scale s:
 // 8 e4m3 codes (fp8 operand, 8-byte store) or their exact values (bf16 / fp16 operand of the
 // 4-bit formats, 16-byte store), each as store_row_code(quant_row(v, s)).
 __device__ __forceinline__ void store8_row_codes(void* p, Operand op, int64_t i, const float (&v)[8], float s,
-                                                 bool kperm = false) {
-  store_packed8(p, op, i, pack8_row_codes(op, v, s), kperm);
+                                                 KOrder ko = KOrder::NATURAL) {
+  store_packed8(p, op, i, pack8_row_codes(op, v, s), ko);
 }
 
 // e2m1 RNE code of x as the CPU's float_to_e2m1 (the count of decision points at or below |x|;
@@ -462,7 +458,7 @@ __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
 // (nvfp4_block_values), the same operations in the same order.
 template <bool kCompact = false, class Load8>
 __device__ __forceinline__ void quantise_nvfp4_row_vec(void* out, Operand op, int64_t base, int64_t cols, float gs,
-                                                       Load8 load, bool kperm = false) {
+                                                       Load8 load, KOrder ko = KOrder::NATURAL) {
   for (int64_t b = threadIdx.x; b < cols / 16; b += blockDim.x) {
     float v[16];
 #pragma unroll(kCompact ? 1 : 2)
@@ -478,7 +474,7 @@ __device__ __forceinline__ void quantise_nvfp4_row_vec(void* out, Operand op, in
       float x[8];
 #pragma unroll
       for (int j = 0; j < 8; ++j) x[j] = v[8 * h + j];
-      store8_operand16(out, op, base + b * 16 + 8 * h, x, kperm);
+      store8_operand16(out, op, base + b * 16 + 8 * h, x, ko);
     }
   }
 }
@@ -487,14 +483,14 @@ __device__ __forceinline__ void quantise_nvfp4_row_vec(void* out, Operand op, in
 // (block-strided): value(c) gives the row's value at column c, out + base the row in the operand.
 template <class Value>
 __device__ __forceinline__ void quantise_nvfp4_row(void* out, Operand op, int64_t base, int64_t cols, float gs,
-                                                   Value value, bool kperm = false) {
+                                                   Value value, KOrder ko = KOrder::NATURAL) {
   for (int64_t b = threadIdx.x; b < cols / 16; b += blockDim.x) {
     float v[16];
 #pragma unroll
     for (int j = 0; j < 16; ++j) v[j] = value(b * 16 + j);
     nvfp4_block_values(v, gs);
 #pragma unroll
-    for (int j = 0; j < 16; ++j) store_operand(out, op, base + b * 16 + j, v[j], kperm);
+    for (int j = 0; j < 16; ++j) store_operand(out, op, base + b * 16 + j, v[j], ko);
   }
 }
 

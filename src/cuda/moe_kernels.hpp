@@ -20,6 +20,10 @@ namespace fusedmoe::cuda {
 // Operand type of the grouped GEMMs (the weights' type; activations are converted to it).
 enum class Operand : uint8_t { BF16, FP16, FP32, FP8 };
 
+// The k order a 16-bit GEMM operand is stored in for the 4-bit kernel that reads it (w4_kperm.cuh):
+// as is, the wgmma kernel's order inside 64-column groups, or the mma kernel's inside 8-column groups.
+enum class KOrder : uint8_t { NATURAL, W4_WGMMA, W4_MMA };
+
 // How a GEMM's activation operand is quantised to fp8 (LAYER_FILE.md).
 enum class Fp8Quant : uint8_t {
   NONE,            // 16/32-bit operand: a plain conversion
@@ -85,8 +89,7 @@ struct GatherParams {
   void* out = nullptr;            // [rows, K] operand
   Operand op = Operand::BF16;
   Fp8Quant quant = Fp8Quant::NONE;
-  // A 16-bit operand of the 4-bit wgmma kernel, stored in its k order (w4_kperm.cuh; width a multiple of 64).
-  bool kperm = false;
+  KOrder korder = KOrder::NATURAL;  // the 4-bit GEMMs' k order of a 16-bit operand (w4_kperm.cuh)
   TensorScale scale;             // TENSOR_*
   float* row_scale = nullptr;    // ROW: [rows] output scales
   BlockScaleOut block;           // BLOCK (row_expert is set for every mode)
@@ -136,8 +139,7 @@ struct ActivationParams {
   void* out = nullptr;            // [rows, N] GEMM2 operand
   Operand op = Operand::BF16;
   Fp8Quant quant = Fp8Quant::NONE;
-  // A 16-bit operand of the 4-bit wgmma kernel, stored in its k order (w4_kperm.cuh; width a multiple of 64).
-  bool kperm = false;
+  KOrder korder = KOrder::NATURAL;  // the 4-bit GEMMs' k order of a 16-bit operand (w4_kperm.cuh)
   TensorScale scale;           // TENSOR_STATIC
   float* amax_bits = nullptr;  // TENSOR_DYNAMIC: amax of the activation output (zeroed by launcher)
   float* staging = nullptr;    // TENSOR_DYNAMIC / ROW: [rows, N] rounded activation output

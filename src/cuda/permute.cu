@@ -288,7 +288,7 @@ __global__ void gather_kernel(GatherParams p) {
   const ColRange cr = block_columns(p.K);
   if (p.quant == Fp8Quant::NONE) {
     for (int64_t k = cr.begin + threadIdx.x; k < cr.end; k += blockDim.x)
-      store_operand(p.out, p.op, base + k, gemm1_value(p, t, w, k), p.kperm);
+      store_operand(p.out, p.op, base + k, gemm1_value(p, t, w, k), p.korder);
     return;
   }
   uint8_t* q = static_cast<uint8_t*>(p.out);
@@ -296,14 +296,14 @@ __global__ void gather_kernel(GatherParams p) {
   if (p.quant == Fp8Quant::NVFP4) {  // whole row (gridDim.y == 1)
     const float gs = 1.0f / p.nvfp4_input_scale[p.block.row_expert[r]];
     quantise_nvfp4_row(
-        p.out, p.op, base, p.K, gs, [&](int64_t k) { return gemm1_value(p, t, w, k); }, p.kperm);
+        p.out, p.op, base, p.K, gs, [&](int64_t k) { return gemm1_value(p, t, w, k); }, p.korder);
   } else if (p.quant == Fp8Quant::ROW) {
     float m = 0.0f;
     for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x) m = fmaxf(m, abs_for_amax(gemm1_value(p, t, w, k)));
     s = scale_from_amax(block_max(m));
     if (threadIdx.x == 0) p.row_scale[r] = s;
     for (int64_t k = threadIdx.x; k < p.K; k += blockDim.x)
-      store_row_code(p.out, p.op, base + k, quant_row(gemm1_value(p, t, w, k), s), p.kperm);
+      store_row_code(p.out, p.op, base + k, quant_row(gemm1_value(p, t, w, k), s), p.korder);
   } else {
     s = tensor_scale_value(p.scale);
     for (int64_t k = cr.begin + threadIdx.x; k < cr.end; k += blockDim.x) q[base + k] = quant_tensor(gemm1_value(p, t, w, k), s);
@@ -376,7 +376,7 @@ __device__ void gather_row_vec_rows(const GatherParams& p, const Rows& src) {
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       float v[8];
       load(l, v);
-      store8_row_codes(p.out, p.op, r * p.K + static_cast<int64_t>(l) * 8, v, s, p.kperm);
+      store8_row_codes(p.out, p.op, r * p.K + static_cast<int64_t>(l) * 8, v, s, p.korder);
     }
   }
 }
@@ -397,7 +397,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherPar
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
     const float gs = 1.0f / p.nvfp4_input_scale[p.block.row_expert[r]];
     quantise_nvfp4_row_vec(
-        p.out, p.op, r * p.K, p.K, gs, [&](int64_t c, float (&v)[8]) { gemm1_values8(p, t, w, c, v); }, p.kperm);
+        p.out, p.op, r * p.K, p.K, gs, [&](int64_t c, float (&v)[8]) { gemm1_values8(p, t, w, c, v); }, p.korder);
   }
 }
 
@@ -413,7 +413,7 @@ __device__ __forceinline__ uint4 pack_gather8(const GatherParams& p, const float
 // Stores the 8 operand values of the vector gathers at element o.
 __device__ __forceinline__ void store_gather8(const GatherParams& p, int64_t o, const float (&v)[8], bool fp8,
                                               float s) {
-  store_packed8(p.out, fp8 ? Operand::FP8 : p.op, o, pack_gather8(p, v, fp8, s), !fp8 && p.kperm);
+  store_packed8(p.out, fp8 ? Operand::FP8 : p.op, o, pack_gather8(p, v, fp8, s), fp8 ? KOrder::NATURAL : p.korder);
 }
 
 // Vector gather (NONE and TENSOR_* quantisation): one thread per (row, 8 columns), grid-stride
@@ -494,7 +494,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_vec_kernel(GatherPar
       float v[8];
       gemm1_values8(p, t, 1.0f, k, v);
       const uint4 w = pack_gather8(p, v, fp8, s);
-      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, op, r * p.K + k, w, !fp8 && p.kperm); });
+      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, op, r * p.K + k, w, fp8 ? KOrder::NATURAL : p.korder); });
     }
   }
 }
@@ -517,7 +517,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_row_vec_kernel(Gathe
       float v[8];
       gemm1_values8(p, t, 1.0f, k, v);
       const uint4 w = pack8_row_codes(p.op, v, s);
-      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, p.op, r * p.K + k, w, p.kperm); });
+      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, p.op, r * p.K + k, w, p.korder); });
     }
   }
 }
@@ -583,8 +583,8 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_nvfp4_vec_kernel(Gat
         for (int j = k; j < topk; ++j) {
           if (row[j] < 0 || gs_bits[j] != gs_bits[k]) continue;
           const int64_t base = static_cast<int64_t>(row[j]) * p.K + c;
-          store8_operand16(p.out, p.op, base, lo, p.kperm);
-          store8_operand16(p.out, p.op, base + 8, hi, p.kperm);
+          store8_operand16(p.out, p.op, base, lo, p.korder);
+          store8_operand16(p.out, p.op, base + 8, hi, p.korder);
         }
       }
     }

@@ -99,12 +99,6 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b
   }
 }
 
-// The activations permuted as decode_word permutes the weights: 8 16-bit values (one uint4,
-// k0..k7) -> the B registers of the two k16 MMA steps of a word, (k0,k4) (k1,k5) | (k2,k6) (k3,k7).
-__device__ __forceinline__ void permute_b(const uint4& x, uint32_t (&b)[4]) {
-  b[0] = prmt(x.x, x.z, 0x5410), b[1] = prmt(x.x, x.z, 0x7632);
-  b[2] = prmt(x.y, x.w, 0x5410), b[3] = prmt(x.y, x.w, 0x7632);
-}
 
 // c += A x B, m16n8k16: fp16 operands for int4 (W4A8's mma way), bf16 for e2m1.
 template <int F>
@@ -118,6 +112,14 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
         : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
         : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
   }
+}
+
+// The activations permuted as decode_word permutes the weights: 8 16-bit values (one uint4,
+// k0..k7) -> the B registers of the two k16 MMA steps of a word, (k0,k4) (k1,k5) | (k2,k6) (k3,k7).
+// (Stored in that order, KOrder::W4_MMA, they need none of it: the int4 way's operand.)
+__device__ __forceinline__ void permute_b(const uint4& x, uint32_t (&b)[4]) {
+  b[0] = prmt(x.x, x.z, 0x5410), b[1] = prmt(x.x, x.z, 0x7632);
+  b[2] = prmt(x.y, x.w, 0x5410), b[3] = prmt(x.y, x.w, 0x7632);
 }
 
 }  // namespace fusedmoe::cuda::w4

@@ -6,7 +6,11 @@
 // shared-memory copy, see kSubs below), and loads 64 bytes = the same 32 activation values of
 // token g of every 8-token tile. A k-permutation inside the MMA is free as long as A and B use the same one: each 32-bit
 // word of packed weights (values k0..k7) decodes to the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7)
-// with a few shifts and masks, and the activations are permuted the same way with prmt.
+// with a few shifts and masks, and the activations are permuted the same way: with prmt here for
+// MXFP4 / NVFP4, stored in that order for int4 (KOrder::W4_MMA, w4_kperm.cuh: the gather /
+// activation kernels write them so; their 16 bytes are the B registers as loaded). Stored so for
+// the e2m1 formats too, those layers were 1.00-1.07x slower at 8-128 tokens despite ~6% fewer
+// instructions (H100, bench/results/2026-11-26-h100-w4-mma-korder), int4 0.97-0.99x.
 // Two k16 MMA steps per word. fp32 accumulators, one warp per output, fixed k order:
 // deterministic.
 //
@@ -264,7 +268,8 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
         for (int j = 0; j < NT; ++j) {
           const uint4 x = xa[j][q];
           uint32_t b[4];  // (k0,k4) (k1,k5) | (k2,k6) (k3,k7)
-          permute_b(x, b);
+          if constexpr (F == kInt4) b[0] = x.x, b[1] = x.y, b[2] = x.z, b[3] = x.w;  // stored so
+          else permute_b(x, b);
           const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
           const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
           float (&dst)[4] = F == kInt4 ? part[j] : acc[j];

@@ -47,7 +47,8 @@ struct W4Weights {
 };
 
 // The mma path's GEMM: D[rows of g] = A[rows of g] x decode(W[g])^T, fp32 D.
-// a: [rows, k] fp16 (W4A8) or bf16 (MXFP4 / NVFP4) operand.
+// a: [rows, k] fp16 (W4A8, in this kernel's k order: KOrder::W4_MMA, w4_kperm.cuh) or bf16
+// (MXFP4 / NVFP4, as is) operand.
 void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                          int64_t max_rows, cudaStream_t stream);
 
@@ -76,13 +77,13 @@ inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4D
 }
 // MXFP4 / NVFP4 at many tokens per expert (w4_wgmma.cu): the weights decoded inside a wgmma
 // mainloop, no decoded copy (replaces the dequant way where it applies: k % 64 == 0). a: the bf16
-// operand [rows, k] in this kernel's k order (w4_kperm.cuh; GatherParams / ActivationParams::kperm).
+// operand [rows, k] in this kernel's k order (KOrder::W4_WGMMA, w4_kperm.cuh).
 bool w4_wgmma_shape_ok(const W4Weights& w);
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                            int64_t max_rows, cudaStream_t stream);
 // GEMM1 with the gated activation in the wgmma kernel's epilogue (no fp32 h, no activation
 // kernel), the activation kernel's arithmetic on the same sums. act_rows == nullptr: act.quant
-// NONE, GEMM2's bf16 operand into act.out (in the k order when act.kperm); else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the
+// NONE, GEMM2's bf16 operand into act.out (in the k order act.korder asks); else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the
 // activation rows rounded to bf16 into act_rows [rows, N], which launch_activation (act_bf16)
 // then quantises. A bf16 activation dtype only. Why a call cannot take it (nullptr: it can).
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows);

@@ -1,17 +1,26 @@
 #pragma once
-// The k order of the 4-bit wgmma kernel's bf16 activation operand (w4_wgmma.cu). The kernels that
-// write that operand (the gather for GEMM1; the activation kernels, their quantise-only passes and
-// GEMM1's fused epilogue for GEMM2) store it so when GatherParams / ActivationParams::kperm is set
-// (cuda_backend.cpp: the 4-bit layers whose GEMM runs on that kernel). Inside every 64 columns,
-// column P = 16 t + 8 s + j + 4 b (t, j < 4; s, b < 2) is stored at c = 16 j + 8 s + 2 t + b.
+// The k orders of the 4-bit kernels' 16-bit activation operands (KOrder, moe_kernels.hpp). The
+// kernels that write those operands (the gathers for GEMM1; the activation kernels, their
+// quantise-only passes and GEMM1's fused epilogue for GEMM2) store them so when GatherParams /
+// ActivationParams::korder asks (cuda_backend.cpp: the 4-bit layers, by the kernel that reads the
+// operand). A k permutation inside an MMA is free when A and B share it; these let the weights'
+// e2m1 / int4 codes be decoded where they lie in the packed words.
 //
-// Why: the wgmma A fragment of lane t at k16 step j holds k = 16 j + 2 t, + 1 (and + 8, + 9). With
-// the activations so permuted, those k are the weights' e2m1 codes j and j + 4 of the lane's
-// packed words 2 t, 2 t + 1 (codes 16 t .. 16 t + 15 of the stage): a mask and one multiply place
-// both in the halves of a bf16x2 (no byte select and spread), and a lane's four k16 steps share
-// one block scale. The mainloop's instructions per 64-k stage: 229-242 -> 185-199 (16 bytes of
-// packed weights and their decode per lane and row pair, ~90 -> ~55).
+// W4_WGMMA (w4_wgmma.cu; rows a multiple of 64): inside every 64 columns, column
+// P = 16 t + 8 s + j + 4 b (t, j < 4; s, b < 2) is stored at c = 16 j + 8 s + 2 t + b. The wgmma A
+// fragment of lane t at k16 step j holds k = 16 j + 2 t, + 1 (and + 8, + 9): so ordered, those are
+// codes j and j + 4 of the lane's packed words 2 t, 2 t + 1 (codes 16 t .. 16 t + 15 of the stage),
+// which a mask and one multiply place in the halves of a bf16x2 (no byte select and spread), and a
+// lane's four k16 steps share one block scale. Mainloop instructions per 64-k stage 229-242 ->
+// 185-199 (bench/results/2026-11-26-h100-w4-kperm).
+// W4_MMA (w4_gemm.cu's mma kernel, its int4 way: W4A8 below the large-batch rows; rows a multiple
+// of 8): inside every 8 columns, column P = j + 4 b (j < 4, b < 2) is stored at c = 2 j + b: a
+// word of packed weights (codes k0..k7) decodes to the pairs (k0, k4) (k1, k5) (k2, k6) (k3, k7),
+// and the activations' 16 bytes then are the MMA's B registers as loaded (four prmt per 8 values
+// and token tile fewer; the e2m1 formats measured slower so and keep the prmt: w4_gemm.cu).
 #include <cstdint>
+
+#include "cuda/moe_kernels.hpp"
 
 namespace fusedmoe::cuda {
 
@@ -20,16 +29,32 @@ __host__ __device__ constexpr int64_t w4_kperm_pos(int64_t i) {
   const int64_t q = i & 63, t = q >> 4, s = (q >> 3) & 1, b = (q >> 2) & 1, j = q & 3;
   return (i & ~int64_t{63}) | (j << 4) | (s << 3) | (t << 1) | b;
 }
+// The same for W4_MMA (row length a multiple of 8).
+__host__ __device__ constexpr int64_t w4_mma_pos(int64_t i) {
+  return (i & ~int64_t{7}) | ((i & 3) << 1) | ((i >> 2) & 1);
+}
+__host__ __device__ constexpr int64_t korder_pos(int64_t i, KOrder o) {
+  return o == KOrder::W4_WGMMA ? w4_kperm_pos(i) : o == KOrder::W4_MMA ? w4_mma_pos(i) : i;
+}
 
 #ifdef __CUDACC__
-// 8 packed bf16 / fp16 values of columns i .. i + 7 (i % 8 == 0; value v in element v of w) in the
-// permuted order: the pairs (v_j, v_j+4) as 4-byte words 16 elements apart.
-__device__ __forceinline__ void store_packed8_kperm(void* p, int64_t i, uint4 w) {
-  uint16_t* q = static_cast<uint16_t*>(p) + w4_kperm_pos(i);
-  *reinterpret_cast<uint32_t*>(q) = __byte_perm(w.x, w.z, 0x5410);
-  *reinterpret_cast<uint32_t*>(q + 16) = __byte_perm(w.x, w.z, 0x7632);
-  *reinterpret_cast<uint32_t*>(q + 32) = __byte_perm(w.y, w.w, 0x5410);
-  *reinterpret_cast<uint32_t*>(q + 48) = __byte_perm(w.y, w.w, 0x7632);
+// 8 packed 16-bit values of columns i .. i + 7 (i % 8 == 0; value v in element v of w) stored in
+// order o: the pairs (v_j, v_j+4) as 4-byte words, 16 elements apart (W4_WGMMA: four stores) or
+// adjacent (W4_MMA: one 16-byte store).
+__device__ __forceinline__ void store_packed8_korder(void* p, int64_t i, uint4 w, KOrder o) {
+  uint16_t* q = static_cast<uint16_t*>(p) + korder_pos(i, o);
+  const uint32_t w0 = __byte_perm(w.x, w.z, 0x5410), w1 = __byte_perm(w.x, w.z, 0x7632);
+  const uint32_t w2 = __byte_perm(w.y, w.w, 0x5410), w3 = __byte_perm(w.y, w.w, 0x7632);
+  if (o == KOrder::W4_WGMMA) {
+    *reinterpret_cast<uint32_t*>(q) = w0;
+    *reinterpret_cast<uint32_t*>(q + 16) = w1;
+    *reinterpret_cast<uint32_t*>(q + 32) = w2;
+    *reinterpret_cast<uint32_t*>(q + 48) = w3;
+  } else if (o == KOrder::W4_MMA) {
+    *reinterpret_cast<uint4*>(q) = make_uint4(w0, w1, w2, w3);
+  } else {
+    *reinterpret_cast<uint4*>(q) = w;
+  }
 }
 #endif
 

@@ -336,7 +336,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       const int64_t o = n0 + (lrow >> 4) * 8 + g;
       // GEMM2's bf16 operand (no p.d) in the k order of this kernel when GEMM2 runs on it; bf16
       // rows for a quantise pass in plain order (that pass writes the operand).
-      const int64_t oc = !p.d && p.act.kperm ? w4_kperm_pos(o) : o;
+      const int64_t oc = !p.d ? korder_pos(o, p.act.korder) : o;
       act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
       if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
     } else {

@@ -31,11 +31,11 @@ inline bool have_gpu() {
   return cudaGetDeviceCount(&n) == cudaSuccess && n > 0;
 }
 
-// A [rows, k] 16-bit operand (k % 64 == 0) in the 4-bit wgmma kernel's k order (w4_kperm.cuh), as
-// the gather / activation kernels store it with kperm.
-inline std::vector<uint16_t> w4_kperm_rows(const std::vector<uint16_t>& a) {
+// A [rows, k] 16-bit operand in a 4-bit kernel's k order o (w4_kperm.cuh; k % 64 == 0 for
+// W4_WGMMA, % 8 for W4_MMA), as the gather / activation kernels store it with that korder.
+inline std::vector<uint16_t> korder_rows(const std::vector<uint16_t>& a, cuda::KOrder o) {
   std::vector<uint16_t> out(a.size());
-  for (size_t i = 0; i < a.size(); ++i) out[static_cast<size_t>(cuda::w4_kperm_pos(static_cast<int64_t>(i)))] = a[i];
+  for (size_t i = 0; i < a.size(); ++i) out[static_cast<size_t>(cuda::korder_pos(static_cast<int64_t>(i), o))] = a[i];
   return out;
 }
 

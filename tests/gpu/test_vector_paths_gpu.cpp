@@ -85,16 +85,16 @@ void expect_vector_equals_general(const DevicePlan& plan, int E, int64_t code_by
   expect_same_bytes(s_vec, s_gen.get(), rows * scale_bytes, "scales");
 }
 
-// A 16-bit operand stored with kperm (the 4-bit wgmma kernel's k order, w4_kperm.cuh) holds the
-// plain operand's value of every element at that element's place: rows of `cols` (% 64 == 0).
-void expect_kperm_of(const DeviceBuffer& kperm, const DeviceBuffer& plain, int64_t rows, int64_t cols) {
+// A 16-bit operand stored in a 4-bit kernel's k order o (w4_kperm.cuh) holds the plain operand's
+// value of every element at that element's place: rows of `cols` (% 64 == 0).
+void expect_korder_of(const DeviceBuffer& ordered, const DeviceBuffer& plain, int64_t rows, int64_t cols, cuda::KOrder o) {
   ASSERT_EQ(cols % 64, 0);
-  const auto k = download<uint16_t>(kperm, rows * cols), v = download<uint16_t>(plain, rows * cols);
+  const auto k = download<uint16_t>(ordered, rows * cols), v = download<uint16_t>(plain, rows * cols);
   int bad = 0;
   for (int64_t i = 0; i < rows * cols; ++i)
-    if (k[static_cast<size_t>(cuda::w4_kperm_pos(i))] != v[static_cast<size_t>(i)] && ++bad <= 5)
-      ADD_FAILURE() << "element " << i << " (row " << i / cols << "): kperm " << k[cuda::w4_kperm_pos(i)] << ", plain "
-                    << v[i];
+    if (k[static_cast<size_t>(cuda::korder_pos(i, o))] != v[static_cast<size_t>(i)] && ++bad <= 5)
+      ADD_FAILURE() << "element " << i << " (row " << i / cols << "): ordered " << k[cuda::korder_pos(i, o)]
+                    << ", plain " << v[i];
   EXPECT_EQ(bad, 0);
 }
 
@@ -184,10 +184,11 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
 
 // The GEMM1 operand of one quantisation mode (BLOCK, ROW, NVFP4, NONE or TENSOR_STATIC) and
 // operand type from the vector and the general gather kernel (M tokens, top-4).
-// kperm: both kernels store the 16-bit operand in the 4-bit wgmma kernel's k order, and the
-// vector kernel's operand must be the general kernel's plain one so permuted.
+// ko: both kernels store the 16-bit operand in a 4-bit kernel's k order, and the vector kernel's
+// operand must be the general kernel's plain one so permuted.
 void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda::Operand op, bool ue8m0,
-                  int64_t M = 50, bool token_major = false, bool shared_input_scales = false, bool kperm = false) {
+                  int64_t M = 50, bool token_major = false, bool shared_input_scales = false,
+                  cuda::KOrder ko = cuda::KOrder::NATURAL) {
   const int64_t topk = 4;
   const int E = 6;
   std::mt19937 rng(static_cast<uint32_t>(K + 2 * on_input + 4 * ue8m0 + 8 * static_cast<int>(op)));
@@ -227,11 +228,11 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
       s_gen(slots * scale_bytes + 16);
   FMOE_CUDA(cudaMemset(q_vec.get(), 0xA5, slots * code_bytes));
   FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
-  bool use_kperm = kperm;
+  cuda::KOrder use_ko = ko;
   auto run = [&](const void* x, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::GatherParams gp =
         plan.gather_params(x, dt, K, topk, static_cast<const float*>(w_d.get()), on_input, q.get(), op, quant);
-    gp.kperm = use_kperm;
+    gp.korder = use_ko;
     if (block) gp.block = {static_cast<float*>(s.get()), plan.p.row_expert, plan.p.expert_offsets, ue8m0};
     else if (nvfp4) gp.block.row_expert = plan.p.row_expert;
     else gp.row_scale = static_cast<float*>(s.get());
@@ -243,12 +244,12 @@ void gather_paths(DType dt, bool on_input, int64_t K, cuda::Fp8Quant quant, cuda
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, x_aligned.ptr, x_shifted.ptr, q_vec, q_gen, s_vec,
                                s_gen, run);
-  if (kperm) {
+  if (ko != cuda::KOrder::NATURAL) {
     DeviceBuffer q_plain(slots * code_bytes), s_plain(slots * scale_bytes + 16);
-    use_kperm = false;
+    use_ko = cuda::KOrder::NATURAL;
     run(x_shifted.ptr, q_plain, s_plain);
     FMOE_CUDA(cudaDeviceSynchronize());
-    expect_kperm_of(q_vec, q_plain, download<int32_t>(plan.offsets, E + 1)[E], K);
+    expect_korder_of(q_vec, q_plain, download<int32_t>(plan.offsets, E + 1)[E], K, ko);
   }
 }
 
@@ -426,9 +427,9 @@ const ActCase kActCases[] = {
 
 // The GEMM2 operand of one quantisation mode (BLOCK or ROW), dequant kind and operand type from
 // the vector and the general activation kernel.
-// kperm: as gather_paths'.
+// ko: as gather_paths'.
 void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda::Fp8Quant quant, cuda::Operand op,
-                      DType act_dtype = DType::BF16, int64_t M = 40, bool kperm = false) {
+                      DType act_dtype = DType::BF16, int64_t M = 40, cuda::KOrder ko = cuda::KOrder::NATURAL) {
   const int64_t topk = 3;
   const int E = 5;
   const int64_t R = c.act == Activation::RELU2 ? N : 2 * N;
@@ -458,10 +459,10 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   FMOE_CUDA(cudaMemset(q_gen.get(), 0x5A, slots * code_bytes));
   FMOE_CUDA(cudaMemset(s_vec.get(), 0, slots * scale_bytes + 16));
   FMOE_CUDA(cudaMemset(s_gen.get(), 0, slots * scale_bytes + 16));
-  bool use_kperm = kperm;
+  cuda::KOrder use_ko = ko;
   auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::ActivationParams ap;
-    ap.kperm = use_kperm;
+    ap.korder = use_ko;
     ap.h = static_cast<const float*>(hp);
     ap.R = R;
     ap.N = N;
@@ -500,12 +501,12 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, h_aligned.ptr, h_shifted.ptr, q_vec, q_gen, s_vec,
                                s_gen, run);
-  if (kperm) {
+  if (ko != cuda::KOrder::NATURAL) {
     DeviceBuffer q_plain(slots * code_bytes), s_plain(slots * scale_bytes + 16);
-    use_kperm = false;
+    use_ko = cuda::KOrder::NATURAL;
     run(h_shifted.ptr, q_plain, s_plain);
     FMOE_CUDA(cudaDeviceSynchronize());
-    expect_kperm_of(q_vec, q_plain, download<int32_t>(plan.offsets, E + 1)[E], N);
+    expect_korder_of(q_vec, q_plain, download<int32_t>(plan.offsets, E + 1)[E], N, ko);
   }
 }
 
@@ -644,39 +645,47 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationNvfp4Paths,
 
 // ---------------------------------------------------------------- the 4-bit wgmma operand order
 
-// Every writer of the 4-bit wgmma kernel's bf16 operand with kperm (w4_kperm.cuh): the gathers
-// (conversion: row walk and token-major; per-token fp8 values; nvfp4 values: row and token-major;
-// with the router weight on the input the general row walks) and the activation kernels (vector
-// conversion, relu2's general kernel, per-token fp8 values, nvfp4 values), vector and general
-// kernels alike, against the general kernel's plain operand. Widths a multiple of 64.
-TEST(W4KpermWriters, GathersStoreThePermutedOperand) {
+// Every writer of the 4-bit kernels' bf16 operands in their k orders (w4_kperm.cuh: the wgmma
+// kernel's and the mma kernel's): the gathers (conversion: row walk and token-major; per-token fp8
+// values; nvfp4 values: row and token-major; with the router weight on the input the general row
+// walks) and the activation kernels (vector conversion, relu2's general kernel, per-token fp8
+// values, nvfp4 values), vector and general kernels alike, against the general kernel's plain
+// operand. Widths a multiple of 64.
+class W4KorderWriters : public ::testing::TestWithParam<cuda::KOrder> {};
+
+TEST_P(W4KorderWriters, GathersStoreThePermutedOperand) {
   FMOE_REQUIRE_GPU();
+  const cuda::KOrder ko = GetParam();
   for (bool on_input : {false, true}) {
     SCOPED_TRACE(on_input ? "router weight on input" : "plain");
-    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NONE, cuda::Operand::BF16, false, 80, false, false, true);
+    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NONE, cuda::Operand::BF16, false, 80, false, false, ko);
     gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NONE, cuda::Operand::BF16, false,
-                 cuda::kTokenGatherMinTokens, !on_input, false, true);
-    gather_paths(DType::F32, on_input, 2880, cuda::Fp8Quant::ROW, cuda::Operand::BF16, false, 50, false, false, true);
-    gather_paths(DType::BF16, on_input, 2880, cuda::Fp8Quant::ROW, cuda::Operand::BF16, false,
-                 cuda::kTokenGatherMinTokens, !on_input, false, true);
-    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false, 50, false, false, true);
+                 cuda::kTokenGatherMinTokens, !on_input, false, ko);
+    gather_paths(DType::F32, on_input, 2880, cuda::Fp8Quant::ROW, cuda::Operand::BF16, false, 50, false, false, ko);
+    gather_paths(DType::BF16, on_input, 2880, cuda::Fp8Quant::ROW, cuda::Operand::FP16, false,
+                 cuda::kTokenGatherMinTokens, !on_input, false, ko);
+    gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false, 50, false, false, ko);
     gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false,
-                 cuda::kTokenGatherMinTokens, !on_input, true, true);
+                 cuda::kTokenGatherMinTokens, !on_input, true, ko);
   }
 }
 
-TEST(W4KpermWriters, ActivationsStoreThePermutedOperand) {
+TEST_P(W4KorderWriters, ActivationsStoreThePermutedOperand) {
   FMOE_REQUIRE_GPU();
+  const cuda::KOrder ko = GetParam();
   for (int ci : {0, 4, 6}) {  // silu halves, relu2 (general kernel), swigluoai interleaved up-gate
     SCOPED_TRACE(kActCases[ci].name);
     activation_paths(kActCases[ci], cuda::Dequant::GENERIC, 2048, cuda::Fp8Quant::NONE, cuda::Operand::BF16,
-                     DType::BF16, 40, true);
+                     DType::BF16, 40, ko);
     activation_paths(kActCases[ci], cuda::Dequant::GENERIC, 2880, cuda::Fp8Quant::ROW, cuda::Operand::BF16,
-                     DType::BF16, 40, true);
+                     DType::BF16, 40, ko);
     activation_paths(kActCases[ci], cuda::Dequant::GENERIC, 768, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16,
-                     DType::BF16, 40, true);
+                     DType::BF16, 40, ko);
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Orders, W4KorderWriters, ::testing::Values(cuda::KOrder::W4_WGMMA, cuda::KOrder::W4_MMA),
+                         [](const auto& info) { return info.param == cuda::KOrder::W4_WGMMA ? "wgmma" : "mma"; });
 
 // ---------------------------------------------------------------- finalize
 

@@ -91,7 +91,7 @@ void run_case(const ActCase& c, uint64_t seed) {
   for (auto& s : in_scale) s = 0.002f * static_cast<float>(1 + rng() % 50);  // nvfp4 activation input scales
 
   // The kernel takes its operand in its k order (w4_kperm.cuh).
-  DeviceBuffer dw = to_device(w), ds = to_device(scales), da = to_device(w4_kperm_rows(a)), doff = to_device(offsets),
+  DeviceBuffer dw = to_device(w), ds = to_device(scales), da = to_device(korder_rows(a, cuda::KOrder::W4_WGMMA)), doff = to_device(offsets),
                drow_e = to_device(row_expert), dbias = to_device(bias), dwe = to_device(w_expert), dar = to_device(a_row),
                din = to_device(in_scale);
   const std::vector<int32_t> count{total};
@@ -147,7 +147,7 @@ void run_case(const ActCase& c, uint64_t seed) {
   // Fused.
   cuda::ActivationParams fused = ap;
   fused.out = dout.get();
-  fused.kperm = c.kperm;
+  fused.korder = c.kperm ? cuda::KOrder::W4_WGMMA : cuda::KOrder::NATURAL;
   fused.row_scale = static_cast<float*>(dscale.get());
   if (rows16) {
     auto* rows = static_cast<uint16_t*>(drows16.get());

@@ -58,7 +58,7 @@ void run_case(const WgmmaCase& c, uint64_t seed) {
   dw.upload(w.data(), w.size());
   ds.upload(scales.data(), scales.size());
   // The kernel takes its operand in its k order (w4_kperm.cuh); the reference below uses a as is.
-  if (!a.empty()) da.upload(w4_kperm_rows(a).data(), a.size() * 2);
+  if (!a.empty()) da.upload(korder_rows(a, cuda::KOrder::W4_WGMMA).data(), a.size() * 2);
   doff.upload(offsets.data(), offsets.size() * 4);
   FMOE_CUDA(cudaMemset(dd.get(), 0xFF, static_cast<size_t>(total * n * 4) + 4));
 
