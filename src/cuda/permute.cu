@@ -545,11 +545,17 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_block_vec_kernel(Gat
 // every expert). The token's slot rows and gs sit in shared memory; each distinct gs (by its bits)
 // quantises the token once and stores to every row of a slot with that gs, so shared scales cost
 // one quantisation per token instead of one per slot (top-8: 8x fewer e2m1 divisions).
+// In the 4-bit wgmma kernel's k order (W4_WGMMA) a 16-block's values land in every quarter of its
+// 64-column group (4-byte pieces 32 bytes apart: 1.45-1.57x the permute stage of the layer at 4096
+// tokens, H100, bench/results/2026-11-26-h100-w4-kperm); the 4 lanes holding a group's 4 blocks
+// exchange them through shared memory first, so each stores 32 contiguous bytes (quad_stored32).
 constexpr int kTokenNvfp4MaxSlots = 64;
 __global__ void __launch_bounds__(kVecThreads) gather_token_nvfp4_vec_kernel(GatherParams p) {
   chain_wait();
   __shared__ int32_t row[kTokenNvfp4MaxSlots];
   __shared__ uint32_t gs_bits[kTokenNvfp4MaxSlots];
+  __shared__ __align__(16) uint32_t stage[kVecThreads / 32][256];  // W4_WGMMA: each warp's 8 groups
+  const bool wgmma = p.korder == KOrder::W4_WGMMA;
   const int topk = static_cast<int>(p.topk);
   const int blocks16 = static_cast<int>(p.K / 16);
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
@@ -580,11 +586,23 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_nvfp4_vec_kernel(Gat
         float lo[8], hi[8];
 #pragma unroll
         for (int j = 0; j < 8; ++j) lo[j] = v[j], hi[j] = v[8 + j];
+        uint4 st[2];  // W4_WGMMA: the 32 stored bytes this lane writes (quad_stored32)
+        if (wgmma) {
+          // The warp's lanes in this pass: its first blocks16 - (b - lane) (blockDim a multiple of 32).
+          const int live = blocks16 - (b - static_cast<int>(threadIdx.x & 31));
+          const unsigned lanes = live >= 32 ? 0xffffffffu : (1u << live) - 1u;
+          quad_stored32(pack8_operand16(p.op, lo), pack8_operand16(p.op, hi), stage[threadIdx.x >> 5], lanes, st);
+        }
         for (int j = k; j < topk; ++j) {
           if (row[j] < 0 || gs_bits[j] != gs_bits[k]) continue;
           const int64_t base = static_cast<int64_t>(row[j]) * p.K + c;
-          store8_operand16(p.out, p.op, base, lo, p.korder);
-          store8_operand16(p.out, p.op, base + 8, hi, p.korder);
+          if (wgmma) {
+            uint4* q = reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + (base & ~int64_t{63}) + 16 * (b & 3));
+            q[0] = st[0], q[1] = st[1];
+          } else {
+            store8_operand16(p.out, p.op, base, lo, p.korder);
+            store8_operand16(p.out, p.op, base + 8, hi, p.korder);
+          }
         }
       }
     }

@@ -56,6 +56,25 @@ __device__ __forceinline__ void store_packed8_korder(void* p, int64_t i, uint4 w
     *reinterpret_cast<uint4*>(q) = w;
   }
 }
+
+// W4_WGMMA for a 16-block held per lane: the 4 lanes of a quad (lane % 4 == the block's index in
+// its 64-column group; all 4 in `lanes`, the warp's lanes taking part) hold a group's 4 blocks (lo
+// / hi: columns 0..7 / 8..15 of the lane's block, packed). Through `group` (the warp's 256 shared
+// words, 16-byte aligned) each lane gets the 32 stored bytes of stored columns 16 (lane % 4) .. +
+// 15 of its quad's group: st[0], st[1], to store at the group's start + 16 (lane % 4).
+__device__ __forceinline__ void quad_stored32(uint4 lo, uint4 hi, uint32_t* group, unsigned lanes, uint4 (&st)[2]) {
+  const int lane = threadIdx.x & 31, t = lane & 3;
+  uint32_t* g = group + 32 * (lane >> 2);
+  // Word 8 j + 4 s + t of the group: the pair (v_j, v_j+4) of the lane's half s.
+  g[t] = __byte_perm(lo.x, lo.z, 0x5410), g[8 + t] = __byte_perm(lo.x, lo.z, 0x7632);
+  g[16 + t] = __byte_perm(lo.y, lo.w, 0x5410), g[24 + t] = __byte_perm(lo.y, lo.w, 0x7632);
+  g[4 + t] = __byte_perm(hi.x, hi.z, 0x5410), g[12 + t] = __byte_perm(hi.x, hi.z, 0x7632);
+  g[20 + t] = __byte_perm(hi.y, hi.w, 0x5410), g[28 + t] = __byte_perm(hi.y, hi.w, 0x7632);
+  __syncwarp(lanes);
+  const uint4* r = reinterpret_cast<const uint4*>(g + 8 * t);
+  st[0] = r[0], st[1] = r[1];
+  __syncwarp(lanes);  // read before the lanes' next call overwrites
+}
 #endif
 
 }  // namespace fusedmoe::cuda
