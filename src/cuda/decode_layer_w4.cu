@@ -59,10 +59,9 @@ constexpr int kKBlockValues = 128;  // k values of a k-block: 4 lanes x 32
 constexpr int kKBlockBytes = 64;    // packed bytes of a row per k-block
 constexpr int kMaxW4Cols = 32;      // output columns per CTA (rounded up to 16)
 
-// Position of operand element k in the MMA's B-register order: each 8 values k0..k7 stored as
-// the pairs (k0,k4) (k1,k5) (k2,k6) (k3,k7) that decode_word's weight pairs meet (KOrder::W4_MMA,
-// w4_kperm.cuh), so the MMA loops load B registers without permuting.
-__device__ __forceinline__ int64_t mma_order(int64_t k) { return w4_mma_pos(k); }
+// mma_order below: the MMA's B-register order, each 8 values k0..k7 stored as the pairs (k0,k4)
+// (k1,k5) (k2,k6) (k3,k7) that decode_word's weight pairs meet (KOrder::W4_MMA, w4_kperm.cuh:
+// w4_mma_pos), so the MMA loops load B registers without permuting.
 
 // Values per scale: mxfp4 32 (e8m0), nvfp4 16 (e4m3), W4A8 128 (a bf16 group scale: 2 bytes).
 template <int F>
@@ -403,7 +402,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         st.scaled = true;  // GENERIC
         const float v = st.value(ap, gate * kOut, up * kOut, j.bg, j.bu);
         if constexpr (kStaged) p.stage[j.s * N + ne] = v;  // quantised after the barrier
-        else static_cast<__nv_bfloat16*>(ap.out)[j.s * N + mma_order(ne)] = __float2bfloat16_rn(v);
+        else static_cast<__nv_bfloat16*>(ap.out)[j.s * N + w4_mma_pos(ne)] = __float2bfloat16_rn(v);
       }
     };
     Job A, B;

@@ -7,6 +7,8 @@
 
 #include <cstdint>
 
+#include "cuda/w4_kperm.cuh"
+
 namespace fusedmoe::cuda::w4 {
 
 enum Fmt : int { kInt4 = 0, kMx = 1, kNv = 2 };
@@ -99,7 +101,6 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b
   }
 }
 
-
 // c += A x B, m16n8k16: fp16 operands for int4 (W4A8's mma way), bf16 for e2m1.
 template <int F>
 __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
@@ -118,8 +119,8 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint32_t (&a)[4], 
 // k0..k7) -> the B registers of the two k16 MMA steps of a word, (k0,k4) (k1,k5) | (k2,k6) (k3,k7).
 // (Stored in that order, KOrder::W4_MMA, they need none of it: the int4 way's operand.)
 __device__ __forceinline__ void permute_b(const uint4& x, uint32_t (&b)[4]) {
-  b[0] = prmt(x.x, x.z, 0x5410), b[1] = prmt(x.x, x.z, 0x7632);
-  b[2] = prmt(x.y, x.w, 0x5410), b[3] = prmt(x.y, x.w, 0x7632);
+  const uint4 k = kpair_words(x);
+  b[0] = k.x, b[1] = k.y, b[2] = k.z, b[3] = k.w;
 }
 
 }  // namespace fusedmoe::cuda::w4

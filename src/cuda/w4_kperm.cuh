@@ -38,20 +38,25 @@ __host__ __device__ constexpr int64_t korder_pos(int64_t i, KOrder o) {
 }
 
 #ifdef __CUDACC__
-// 8 packed 16-bit values of columns i .. i + 7 (i % 8 == 0; value v in element v of w) stored in
-// order o: the pairs (v_j, v_j+4) as 4-byte words, 16 elements apart (W4_WGMMA: four stores) or
-// adjacent (W4_MMA: one 16-byte store).
+// 8 packed 16-bit values v0..v7 (value v in element v of w) -> the 4-byte pairs (v_j, v_j+4),
+// j = 0..3 in .x .. .w: the unit both orders move (and the mma kernel's B registers).
+__device__ __forceinline__ uint4 kpair_words(uint4 w) {
+  return make_uint4(__byte_perm(w.x, w.z, 0x5410), __byte_perm(w.x, w.z, 0x7632), __byte_perm(w.y, w.w, 0x5410),
+                    __byte_perm(w.y, w.w, 0x7632));
+}
+
+// 8 packed 16-bit values of columns i .. i + 7 (i % 8 == 0) stored in order o: the pairs as 4-byte
+// words, 16 elements apart (W4_WGMMA: four stores) or adjacent (W4_MMA: one 16-byte store).
 __device__ __forceinline__ void store_packed8_korder(void* p, int64_t i, uint4 w, KOrder o) {
   uint16_t* q = static_cast<uint16_t*>(p) + korder_pos(i, o);
-  const uint32_t w0 = __byte_perm(w.x, w.z, 0x5410), w1 = __byte_perm(w.x, w.z, 0x7632);
-  const uint32_t w2 = __byte_perm(w.y, w.w, 0x5410), w3 = __byte_perm(w.y, w.w, 0x7632);
   if (o == KOrder::W4_WGMMA) {
-    *reinterpret_cast<uint32_t*>(q) = w0;
-    *reinterpret_cast<uint32_t*>(q + 16) = w1;
-    *reinterpret_cast<uint32_t*>(q + 32) = w2;
-    *reinterpret_cast<uint32_t*>(q + 48) = w3;
+    const uint4 k = kpair_words(w);
+    *reinterpret_cast<uint32_t*>(q) = k.x;
+    *reinterpret_cast<uint32_t*>(q + 16) = k.y;
+    *reinterpret_cast<uint32_t*>(q + 32) = k.z;
+    *reinterpret_cast<uint32_t*>(q + 48) = k.w;
   } else if (o == KOrder::W4_MMA) {
-    *reinterpret_cast<uint4*>(q) = make_uint4(w0, w1, w2, w3);
+    *reinterpret_cast<uint4*>(q) = kpair_words(w);
   } else {
     *reinterpret_cast<uint4*>(q) = w;
   }
@@ -66,10 +71,9 @@ __device__ __forceinline__ void quad_stored32(uint4 lo, uint4 hi, uint32_t* grou
   const int lane = threadIdx.x & 31, t = lane & 3;
   uint32_t* g = group + 32 * (lane >> 2);
   // Word 8 j + 4 s + t of the group: the pair (v_j, v_j+4) of the lane's half s.
-  g[t] = __byte_perm(lo.x, lo.z, 0x5410), g[8 + t] = __byte_perm(lo.x, lo.z, 0x7632);
-  g[16 + t] = __byte_perm(lo.y, lo.w, 0x5410), g[24 + t] = __byte_perm(lo.y, lo.w, 0x7632);
-  g[4 + t] = __byte_perm(hi.x, hi.z, 0x5410), g[12 + t] = __byte_perm(hi.x, hi.z, 0x7632);
-  g[20 + t] = __byte_perm(hi.y, hi.w, 0x5410), g[28 + t] = __byte_perm(hi.y, hi.w, 0x7632);
+  const uint4 kl = kpair_words(lo), kh = kpair_words(hi);
+  g[t] = kl.x, g[8 + t] = kl.y, g[16 + t] = kl.z, g[24 + t] = kl.w;
+  g[4 + t] = kh.x, g[12 + t] = kh.y, g[20 + t] = kh.z, g[28 + t] = kh.w;
   __syncwarp(lanes);
   const uint4* r = reinterpret_cast<const uint4*>(g + 8 * t);
   st[0] = r[0], st[1] = r[1];

@@ -667,6 +667,9 @@ TEST_P(W4KorderWriters, GathersStoreThePermutedOperand) {
     gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false, 50, false, false, ko);
     gather_paths(DType::BF16, on_input, 2048, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false,
                  cuda::kTokenGatherMinTokens, !on_input, true, ko);
+    // K = 2880: 180 16-blocks on 192 threads, the last warp's quad exchange with 20 live lanes.
+    gather_paths(DType::BF16, on_input, 2880, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, false,
+                 cuda::kTokenGatherMinTokens, !on_input, false, ko);
   }
 }
 
