@@ -655,6 +655,13 @@ class CudaBackend final : public BackendImpl {
       // weight blocks hold an output's gate and up rows, the activation in its epilogue.
       stream_gemm1_activation(g1, ap, stream);
       mark(2);
+    } else if (!w4_ && stream_gemm1_block_act_applies(g1, path1_, ap)) {
+      // fp8-block in the few-rows range: the same with the block scales, the activation rounded
+      // to bf16 into h's buffer, then only its 1 x 128 quantisation (as the large-batch path).
+      count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
+      stream_gemm1_block_activation(g1, ap, b.h, stream);
+      mark(2);
+      quantise_bf16_rows();
     } else {
       if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);

@@ -38,6 +38,10 @@
 // thread ending with both sums of its output; the epilogue stores GEMM2's operand (bf16 / fp16 /
 // static fp8). Bit-identical to this GEMM + the activation kernel; layer 0.976-1.009x, geomean
 // 0.992 (H200, bench/results/2026-11-26-stream-gemm1-act).
+// fp8-block (stream_gemm1_block_activation, kAct && kBlock): the promotion scales per half (the
+// gate and up rows of a block lie in different 128-row scale blocks), the activation stored as
+// bf16 rows for the 1 x 128 quantise-only pass; the same codes as this GEMM + the activation
+// kernel (H100: layer 0.979-0.992x where it applies, bench/results/2026-11-27-h100-stream-block-act).
 //
 // Rejected first version (v1, bench/results/2026-11-26-h200-stream-gemm/v1-mma-sync): eight
 // warps of mma.sync with operands loaded from the stages by ld.shared. At 16+ rows per expert
@@ -194,12 +198,13 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
                                                                   const float* __restrict__ b_scale,
                                                                   const __grid_constant__ ActivationParams p) {
   chain_wait();
-  static_assert(!(kAct && kBlock), "fp8-block GEMM1 quantises its activation per 1 x 128 group: not fused");
   extern __shared__ uint8_t smem_raw[];
   __shared__ uint64_t full[S], empty[S];
   // kBlock: activation scale x weight-block scale of each token row of the stage's k block,
-  // written by the producer warp (it arrives on full[] after its stores).
-  __shared__ float stage_scale[kBlock ? S : 1][T];
+  // written by the producer warp (it arrives on full[] after its stores). kAct && kBlock: one per
+  // half ([h][r]): a weight block's gate rows and up rows lie in different 128-row scale blocks.
+  constexpr int kHalves = kAct && kBlock ? 2 : 1;
+  __shared__ float stage_scale[kBlock ? S : 1][kHalves][T];
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
 
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
@@ -249,11 +254,22 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           }
           if constexpr (kBlock) {
             // Expert e's activation scales: [k / 128, rows] column-major from row0 * k / 128 on.
-            const float sb = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
+            // Weight block scales [groups, weight rows / 128, k / 128]; kAct: block nb's gate rows
+            // are weight rows 64 nb .., its up rows n + 64 nb .. (halves, n = N a multiple of 128).
             const float* sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
+            float sb[kHalves];
+            if constexpr (kAct) {
+              const int64_t wblocks = 2 * (n / 128), base = static_cast<int64_t>(e) * wblocks;
+              sb[0] = __ldg(b_scale + (base + (64 * nb) / 128) * kblocks + ks);
+              sb[kHalves - 1] = __ldg(b_scale + (base + (n + 64 * nb) / 128) * kblocks + ks);
+            } else {
+              sb[0] = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
+            }
             for (int r = lane; r < T; r += 32) {
               const int row = tb * T + r;
-              stage_scale[s][r] = row < rows ? __ldg(sa + row) * sb : 0.0f;
+              const float a = row < rows ? __ldg(sa + row) : 0.0f;
+#pragma unroll
+              for (int h = 0; h < kHalves; ++h) stage_scale[s][h][r] = a * sb[h];
             }
             mbar_arrive(&full[s]);
           }
@@ -298,14 +314,16 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           }
         }
         if constexpr (kBlock) {
+          // Fragment rows g / g + 8 (kAct: the first / second half's rows of the block).
 #pragma unroll
           for (int j = 0; j < T / 8; ++j) {
             if (j >= nt) break;
-            const float2 sc = *reinterpret_cast<const float2*>(&stage_scale[s][8 * j + 2 * t]);
+            const float2 sc = *reinterpret_cast<const float2*>(&stage_scale[s][0][8 * j + 2 * t]);
+            const float2 sc8 = *reinterpret_cast<const float2*>(&stage_scale[s][kHalves - 1][8 * j + 2 * t]);
             acc[4 * j + 0] = fmaf(part[4 * j + 0], sc.x, acc[4 * j + 0]);
             acc[4 * j + 1] = fmaf(part[4 * j + 1], sc.y, acc[4 * j + 1]);
-            acc[4 * j + 2] = fmaf(part[4 * j + 2], sc.x, acc[4 * j + 2]);
-            acc[4 * j + 3] = fmaf(part[4 * j + 3], sc.y, acc[4 * j + 3]);
+            acc[4 * j + 2] = fmaf(part[4 * j + 2], sc8.x, acc[4 * j + 2]);
+            acc[4 * j + 3] = fmaf(part[4 * j + 3], sc8.y, acc[4 * j + 3]);
           }
         }
         __syncwarp();
@@ -450,6 +468,32 @@ bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const Ac
   if (!p.interleaved && p.N * row_bytes > kActHalvesMaxBytes) return false;
   return quant_ok && p.act != Activation::RELU2 && p.R == 2 * p.N && g1.n == p.R && p.N % 8 == 0 &&
          (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR) && p.N / 8 < (int64_t{1} << 31);
+}
+
+bool stream_gemm1_block_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
+  if (path != GemmPath::SM90_FP8_BLOCK || !stream_gemm_takes(g1, path) || g1.op != Operand::FP8) return false;
+  // Gated, R = 2N, halves (a block's gate and up rows each inside one 128-row scale block: N a
+  // multiple of 128, which the 1 x 128 quantiser of the rows needs too), bf16 rows out, no dequant
+  // outside the mainloop; halves at most kActHalvesMaxBytes apart as above.
+  if (p.interleaved || p.N * g1.k > kActHalvesMaxBytes) return false;
+  return p.quant == Fp8Quant::BLOCK && p.act_dtype == DType::BF16 && p.act != Activation::RELU2 &&
+         p.R == 2 * p.N && g1.n == p.R && p.N % 128 == 0 && p.dq.kind == Dequant::NONE &&
+         p.N / 8 < (int64_t{1} << 31);
+}
+
+void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16,
+                                   cudaStream_t stream, StreamTile tile) {
+  if (!stream_gemm1_block_act_applies(g1, GemmPath::SM90_FP8_BLOCK, p))
+    throw Error("stream GEMM1 + activation (fp8-block): called for a problem it does not take "
+                "(stream_gemm1_block_act_applies: gated activation in halves, R = 2N with N a multiple of 128, "
+                "1 x 128 quantisation of bf16 rows; N = " + std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
+  if (act_bf16 == nullptr) throw Error("stream GEMM1 + activation (fp8-block): act_bf16 is null");
+  // The activation's bf16 rows [rows, N] (act_dtype): the quantise-only pass makes GEMM2's operand.
+  ActivationParams rows = p;
+  rows.out = act_bf16;
+  rows.quant = Fp8Quant::NONE;
+  rows.op = Operand::BF16;
+  launch<Operand::FP8, true, true>(g1, stream, tile, rows);
 }
 
 void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,

@@ -52,4 +52,13 @@ bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const Ac
 void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,
                              StreamTile tile = StreamTile::AUTO);
 
+// The same for fp8-block GEMM1 (path SM90_FP8_BLOCK, block scales promoted per k block as
+// stream_grouped_gemm): the epilogue writes the activation as bf16 rows [rows, N] to act_bf16 (h's
+// buffer), which the activation kernel's quantise-only pass (ActivationParams::act_bf16) turns into
+// GEMM2's 1 x 128 block-quantised operand - the values of the stream GEMM + activation kernel pair,
+// which rounds the activation to bf16 before it quantises too. Halves rows, N a multiple of 128.
+bool stream_gemm1_block_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p);
+void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16,
+                                   cudaStream_t stream, StreamTile tile = StreamTile::AUTO);
+
 }  // namespace fusedmoe::cuda

@@ -7,7 +7,8 @@
 //   replay bitwise equal to the first run (check_against_oracle);
 // - weight block scales made distinct powers of two per block, so that a mix-up of the halves'
 //   scales or of the tile-ordered scale copy shows against the oracle;
-// - interleaved rows (unfused: sm90_gemm1_block_act_applies) against the oracle.
+// - interleaved rows (unfused: sm90_gemm1_block_act_applies) against the oracle;
+// - the few-rows range on the stream GEMM (stream_gemm1_block_activation) against the oracle.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -105,6 +106,37 @@ TEST(Gemm1BlockActPathsGpu, DistinctBlockScalesMatchOracle) {
 TEST(Gemm1BlockActPathsGpu, UnfusedLayoutsMatchOracle) {
   FMOE_REQUIRE_GPU();
   expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, false, [] { check_case(block_act_case(Activation::GELU, 1, /*halves=*/false)); });
+}
+
+// The few-rows range (at most 48 rows per expert, k >= 512: the stream GEMM) fuses too, on the
+// stream GEMM (stream_gemm1_block_activation): 8 experts, 200 slots (~25 rows each), halves; the
+// weight block scales distinct per (128-row block, k block) as above. Interleaved rows stay unfused.
+TEST(Gemm1BlockActPathsGpu, StreamRangeMatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  for (Activation act : {Activation::SILU, Activation::SWIGLUOAI})
+    for (int variant = 0; variant < 2; ++variant)
+      for (bool ue8m0 : {false, true}) {
+        Case c = block_act_case(act, variant, /*halves=*/true);
+        c.M = 100;
+        c.topk = 2;
+        c.E = 8;
+        c.seed += 211;
+        LayerFile lf = make_layer(c);
+        lf.config.fp8_block_ue8m0 = ue8m0;
+        const int64_t E = lf.num_experts, N = lf.inter, KB = (lf.hidden + 127) / 128, NB = 2 * N / 128;
+        float* sp = reinterpret_cast<float*>(lf.tensors.at("w13_weight_scale").bytes.data());
+        for (int64_t e = 0; e < E; ++e)
+          for (int64_t b = 0; b < NB; ++b)
+            for (int64_t j = 0; j < KB; ++j) sp[(e * NB + b) * KB + j] *= static_cast<float>(1 << ((3 * b + j) % 5));
+        SCOPED_TRACE(std::string(activation_name(act)) + (variant ? " up_gate bias on_input" : " gate_up") +
+                     (ue8m0 ? " ue8m0" : " fp32 scales"));
+        expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, true, [&] { check_against_oracle(c, lf, make_inputs(c, c.E)); });
+      }
+  Case c = block_act_case(Activation::GELU, 1, /*halves=*/false);
+  c.M = 100;
+  c.topk = 2;
+  c.E = 8;
+  expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, false, [&] { check_case(c); });
 }
 
 }  // namespace

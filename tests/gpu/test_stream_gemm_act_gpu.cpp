@@ -7,7 +7,8 @@
 // with static fp8 quantisation, bf16 / fp16 conversion, N not a multiple of the 64-output block
 // (104), k not a multiple of the 128-byte stage (784 fp8), an expert with more rows than one
 // token batch (70 > 64), experts without rows (NaN weights), and a CUDA-graph replay. The output
-// is poisoned before each run. Then what it refuses.
+// is poisoned before each run. Then the fp8-block variant (codes and group scales after the
+// quantise-only pass), and what each refuses.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -102,6 +103,167 @@ INSTANTIATE_TEST_SUITE_P(
                       ActCase{Operand::FP8, Activation::GELU, true, GateUpOrder::GATE_UP, false, 384, 784},
                       ActCase{Operand::FP8, Activation::SILU, true, GateUpOrder::UP_GATE, true, 136, 1024}),
     [](const auto& info) { return act_case_name(info.param); });
+
+// fp8-block (stream_gemm1_block_activation): GEMM1 with its block scales promoted per k block and
+// the activation in the epilogue, stored as bf16 rows, then the activation kernel's quantise-only
+// pass (1 x 128 groups), against stream_grouped_gemm writing h and the activation kernel
+// quantising it: the same codes and group scales, bit for bit. Activation scales and weight block
+// scales random per (row or 128-row block, k block), so a gate block's scale used for an up row,
+// or one k block's for another, changes the sums.
+struct BlockActCase {
+  Activation act;
+  GateUpOrder order;
+  bool bias;
+  int64_t N, K;
+};
+
+class StreamGemmBlockAct : public ::testing::TestWithParam<BlockActCase> {};
+
+TEST_P(StreamGemmBlockAct, SameBytesAsGemmThenActivation) {
+  FMOE_REQUIRE_GPU();
+  const BlockActCase bc = GetParam();
+  const ActCase c{Operand::FP8, bc.act, false, bc.order, bc.bias, bc.N, bc.K};
+  GatedActProblem pr(c, {0, 3, 70, 0, 17, 1, 33, 8, 0}, static_cast<uint32_t>(bc.N * 7 + bc.K + static_cast<int>(bc.act)));
+  cuda::GroupedGemmArgs& g = pr.g;
+  cuda::ActivationParams& p = pr.p;
+  const int64_t rows = pr.rows, kblocks = c.K / 128, groups = c.N / 128;
+  std::mt19937 rng(static_cast<uint32_t>(bc.N + 3 * bc.K));
+  std::uniform_real_distribution<float> ud(0.25f, 2.0f);
+  // Activation scales: expert e's [kblocks, rows_e] column-major from offsets[e] * kblocks on
+  // (= a [rows * kblocks] array); weight block scales [E, 2N / 128, kblocks].
+  std::vector<float> a_scale(rows * kblocks), b_scale(pr.E * (pr.R / 128) * kblocks);
+  for (auto& v : a_scale) v = ud(rng);
+  for (auto& v : b_scale) v = ud(rng);
+  DeviceBuffer as_d = upload_vector(a_scale), bs_d = upload_vector(b_scale);
+  DeviceBuffer gs_d(rows * groups * 4), act16_d(rows * c.N * 2);
+  g.a_scale = static_cast<const float*>(as_d.get());
+  g.b_scale = static_cast<const float*>(bs_d.get());
+  g.small_m_ok = false;
+  p.dq = {};
+  p.quant = Fp8Quant::BLOCK;
+  p.act_dtype = DType::BF16;
+  p.block = {static_cast<float*>(gs_d.get()), static_cast<const int32_t*>(pr.re_d.get()),
+             static_cast<const int32_t*>(pr.off_d.get()), false};
+  ASSERT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK)) << "the GEMM must be the stream GEMM's";
+  ASSERT_TRUE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p)) << "the case must take the fused path";
+
+  // Codes and group scales after a run (both outputs poisoned first).
+  auto run = [&](auto launch) {
+    FMOE_CUDA(cudaMemset(gs_d.get(), 0xA5, gs_d.bytes()));
+    FMOE_CUDA(cudaMemset(act16_d.get(), 0xA5, act16_d.bytes()));
+    std::vector<uint8_t> out = pr.poisoned_run(launch);
+    std::vector<uint8_t> gs(gs_d.bytes());
+    gs_d.download(gs.data(), gs.size());
+    out.insert(out.end(), gs.begin(), gs.end());
+    return out;
+  };
+  auto quantise_rows = [&](cudaStream_t s) {
+    cuda::ActivationParams q = p;
+    q.act_bf16 = static_cast<const uint16_t*>(act16_d.get());
+    cuda::launch_activation(q, rows, s);
+  };
+  const auto unfused = run([&] {
+    cuda::stream_grouped_gemm(g, GemmPath::SM90_FP8_BLOCK, nullptr);
+    cuda::launch_activation(p, rows, nullptr);
+  });
+  const auto fused = run([&] {
+    cuda::stream_gemm1_block_activation(g, p, act16_d.get(), nullptr);
+    quantise_rows(nullptr);
+  });
+  int64_t poisoned = 0;
+  const int64_t code_bytes = rows * c.N;
+  for (int64_t i = 0; i < code_bytes; ++i) poisoned += unfused[i] == 0xA5;
+  ASSERT_LT(poisoned, code_bytes / 16) << "the unfused pair did not write its output";
+  for (size_t i = 0; i < fused.size(); ++i) {
+    const int64_t j = static_cast<int64_t>(i);
+    ASSERT_EQ(unfused[i], fused[i]) << (j < code_bytes ? "code byte " + std::to_string(j) + " (row " + std::to_string(j / c.N) + ", output " + std::to_string(j % c.N) + ")"
+                                                         : "group scale byte " + std::to_string(j - code_bytes));
+  }
+  // Replayed from a CUDA graph, and as a grid of at most one CTA per SM: the same bytes.
+  cudaStream_t s;
+  FMOE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FMOE_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  cuda::stream_gemm1_block_activation(g, p, act16_d.get(), s);
+  quantise_rows(s);
+  FMOE_CUDA(cudaStreamEndCapture(s, &graph));
+  FMOE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  const auto replay = run([&] {
+    FMOE_CUDA(cudaGraphLaunch(exec, s));
+    FMOE_CUDA(cudaStreamSynchronize(s));
+  });
+  FMOE_CUDA(cudaGraphExecDestroy(exec));
+  FMOE_CUDA(cudaGraphDestroy(graph));
+  FMOE_CUDA(cudaStreamDestroy(s));
+  ASSERT_EQ(fused, replay) << "graph replay differs";
+  g.sm_count = 1 << 20;
+  EXPECT_EQ(fused, run([&] {
+              cuda::stream_gemm1_block_activation(g, p, act16_d.get(), nullptr);
+              quantise_rows(nullptr);
+            }))
+      << "the small-grid launch differs";
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, StreamGemmBlockAct,
+    ::testing::Values(BlockActCase{Activation::SILU, GateUpOrder::GATE_UP, false, 384, 2048},
+                      BlockActCase{Activation::GELU, GateUpOrder::UP_GATE, true, 128, 1024},
+                      BlockActCase{Activation::SWIGLUOAI, GateUpOrder::GATE_UP, true, 256, 512},
+                      BlockActCase{Activation::GELU_TANH, GateUpOrder::UP_GATE, false, 768, 256}),
+    [](const auto& info) {
+      const BlockActCase& c = info.param;
+      const char* act = c.act == Activation::SILU ? "silu" : c.act == Activation::GELU ? "gelu"
+                        : c.act == Activation::GELU_TANH ? "gelutanh" : "swigluoai";
+      return std::string(act) + (c.order == GateUpOrder::UP_GATE ? "_upgate" : "") + (c.bias ? "_bias" : "") + "_N" +
+             std::to_string(c.N) + "_K" + std::to_string(c.K);
+    });
+
+// What the fp8-block fused path refuses.
+TEST(StreamGemmBlockActRules, Refuses) {
+  cuda::GroupedGemmArgs g;
+  alignas(16) static uint8_t dummy[64];
+  alignas(16) static float scales[4];
+  g.op = Operand::FP8;
+  g.a = g.b = dummy;
+  g.a_scale = g.b_scale = scales;
+  g.groups = 128;
+  g.n = 1536;
+  g.k = 2048;
+  g.max_rows = 2048;  // Qwen3-30B-A3B at 256 tokens: 16 rows per expert
+  ActivationParams p;
+  p.R = 1536;
+  p.N = 768;
+  p.op = Operand::FP8;
+  p.quant = Fp8Quant::BLOCK;
+  p.act_dtype = DType::BF16;
+  EXPECT_TRUE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
+  EXPECT_FALSE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_TMA, p));  // not block-scaled
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));  // the other entry point's
+  p.interleaved = true;  // halves only
+  EXPECT_FALSE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
+  EXPECT_THROW(cuda::stream_gemm1_block_activation(g, p, dummy, nullptr), Error);
+  p.interleaved = false;
+  p.act = Activation::RELU2;  // not gated
+  EXPECT_FALSE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
+  p.act = Activation::SILU;
+  p.act_dtype = DType::F32;  // the quantise pass reads bf16 rows
+  EXPECT_FALSE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
+  p.act_dtype = DType::BF16;
+  p.quant = Fp8Quant::TENSOR_STATIC;  // not the block format's activation
+  EXPECT_FALSE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
+  p.quant = Fp8Quant::BLOCK;
+  g.n = p.R = 2 * 704;  // N not a multiple of 128
+  p.N = 704;
+  EXPECT_FALSE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
+  g.n = p.R = 1536;
+  p.N = 768;
+  g.max_rows = 128 * 64;  // 64 rows per expert: the large blockwise instance (its own fused epilogue)
+  EXPECT_FALSE(cuda::stream_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
+  EXPECT_THROW(cuda::stream_gemm1_block_activation(g, p, dummy, nullptr), Error);
+  g.max_rows = 2048;
+  EXPECT_THROW(cuda::stream_gemm1_block_activation(g, p, nullptr, nullptr), Error);  // no rows buffer
+}
 
 // What the fused path refuses (the layer then runs the stream GEMM and the activation kernel).
 TEST(StreamGemmActRules, Refuses) {
