@@ -43,6 +43,7 @@
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_act_epilogue.cuh"
 #include "cuda/w4_decode.cuh"
@@ -82,6 +83,7 @@ struct Params {
   bool swizzled;
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
+  bool d_bulk = false;  // F32: n % 4 == 0 and d 16-byte aligned: the epilogue's bulk row copies (make_params)
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -346,6 +348,36 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       const int64_t oc = !p.d ? korder_pos(o, p.act.korder) : o;
       act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
       if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
+    } else if (N0 + N1 >= 64 && p.d_bulk) {
+      // D staged as [token][row] in the activation buffers (free: every wgmma and copy is done;
+      // the barrier orders both warpgroups), then one bulk copy per token of its 128 rows, which
+      // are contiguous in d: ~130 instructions per thread instead of the ~4 per value of 128
+      // scalar stores (predicate, address, scale, store) - a sixth of the CTA's instructions at
+      // Qwen3-30B-A3B's k = 768. Tiles of at most 32 tokens (16 stores per thread) keep the
+      // stores: staged they were 0.3-1.6% slower (bench/results/2026-11-27-h100-w4-bulk-epilogue).
+      constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+      constexpr int kDPitch = kRowsPerCta + 4;  // floats: +16 bytes, so the quad's lanes (tokens 2t) hit distinct banks
+      static_assert(TM * kDPitch * 4 <= S * kBBytes && TM <= kThreads, "the staged tile fits the activation buffers; a thread per token");
+      float* st = reinterpret_cast<float*>(smem_raw + (sb_addr - raw_addr));
+      __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
+#pragma unroll
+      for (int j = 0; j < N0 / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) st[(8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc0[4 * j + q] * kOut;
+#pragma unroll
+      for (int j = 0; j < N1 / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          st[(128 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc1[4 * j + q] * kOut;
+      fence_proxy_async();  // the stores, before the bulk copies (async proxy) read them
+      __syncthreads();
+      if (tid < rows) {  // token tid: its row of D from column n0 on (rows past n are not copied)
+        const int64_t cols = min(static_cast<int64_t>(kRowsPerCta), p.n - n0);
+        bulk_store_1d(static_cast<float*>(p.d) + (row0 + tid) * p.n + n0, st + tid * kDPitch,
+                      static_cast<uint32_t>(cols * 4));
+        bulk_commit();
+        bulk_wait_read();
+      }
     } else {
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
       float* d = static_cast<float*>(p.d);
@@ -405,6 +437,7 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
   p.groups = groups;
   p.offsets = offsets;
   p.swizzled = w.swizzled;
+  p.d_bulk = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;
   return p;
 }
 
