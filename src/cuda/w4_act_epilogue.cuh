@@ -39,7 +39,11 @@ __device__ __forceinline__ int64_t act_weight_row(const ActivationParams& a, int
 // kernel (Qwen3-30B-A3B mxfp4, 4096 tokens, H200; bench/results/2026-11-26-h200-w4-gemm1-act r1).
 // The bits equal fix_h's: the factor is generic_factor's product with absent factors as x 1
 // (exact), the add of an absent bias adds -0 (x + -0 == x, signed zeros included).
-template <int N, Activation A, int kAcc>
+// kStage: the values go to a shared-memory tile instead, token tok0 + .. at row (tok0 + ..) and
+// column oc (the caller's local column) of `out` with a row pitch of kW4ActStagePitch, tokens
+// past `rows` included (the caller copies only the tile's rows out).
+constexpr int kW4ActStagePitch = 64 + 8;  // bf16: 144-byte rows, so a quad's 4 tokens start 8 banks apart
+template <int N, Activation A, bool kStage, int kAcc>
 __device__ __forceinline__ void act_epilogue_as(const ActivationParams& a, __nv_bfloat16* out, const float (&acc)[kAcc],
                                                 float scale, int e, int64_t row0, int rows, int64_t o, int tok0,
                                                 int64_t oc) {
@@ -74,23 +78,28 @@ __device__ __forceinline__ void act_epilogue_as(const ActivationParams& a, __nv_
       const float gate = __fadd_rn(__fmul_rn(acc[4 * j + q] * scale, ds), bg);
       const float up = __fadd_rn(__fmul_rn(acc[4 * j + 2 + q] * scale, ds), bu);
       const __nv_bfloat16 v = __float2bfloat16_rn(gated_as<A>(a, gate, up));
-      if (ok) out[r * a.N + oc] = v;
+      if constexpr (kStage) out[tok * kW4ActStagePitch + oc] = v;
+      else if (ok) out[r * a.N + oc] = v;
     }
 }
 
 // act_epilogue_as for the layer's activation (gated only; the host refuses RELU2). oc: the column
 // output o is stored at (o, or its place in the 4-bit wgmma kernel's k order: w4_kperm.cuh).
-template <int N, int kAcc>
+template <int N, bool kStage = false, int kAcc>
 __device__ __forceinline__ void act_epilogue(const ActivationParams& a, __nv_bfloat16* out, const float (&acc)[kAcc],
                                              float scale, int e, int64_t row0, int rows, int64_t o, int tok0,
                                              int64_t oc) {
   switch (a.act) {
-    case Activation::SILU: act_epilogue_as<N, Activation::SILU>(a, out, acc, scale, e, row0, rows, o, tok0, oc); break;
-    case Activation::GELU: act_epilogue_as<N, Activation::GELU>(a, out, acc, scale, e, row0, rows, o, tok0, oc); break;
-    case Activation::GELU_TANH:
-      act_epilogue_as<N, Activation::GELU_TANH>(a, out, acc, scale, e, row0, rows, o, tok0, oc);
+    case Activation::SILU:
+      act_epilogue_as<N, Activation::SILU, kStage>(a, out, acc, scale, e, row0, rows, o, tok0, oc);
       break;
-    default: act_epilogue_as<N, Activation::SWIGLUOAI>(a, out, acc, scale, e, row0, rows, o, tok0, oc); break;
+    case Activation::GELU:
+      act_epilogue_as<N, Activation::GELU, kStage>(a, out, acc, scale, e, row0, rows, o, tok0, oc);
+      break;
+    case Activation::GELU_TANH:
+      act_epilogue_as<N, Activation::GELU_TANH, kStage>(a, out, acc, scale, e, row0, rows, o, tok0, oc);
+      break;
+    default: act_epilogue_as<N, Activation::SWIGLUOAI, kStage>(a, out, acc, scale, e, row0, rows, o, tok0, oc); break;
   }
 }
 

@@ -83,7 +83,7 @@ struct Params {
   bool swizzled;
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
-  bool d_bulk = false;  // F32: n % 4 == 0 and d 16-byte aligned: the epilogue's bulk row copies (make_params)
+  bool d_bulk = false;  // the epilogue's bulk row copies: 16-byte aligned rows and output (make_params / the ACT launch)
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -346,8 +346,29 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       // GEMM2's bf16 operand (no p.d) in the k order of this kernel when GEMM2 runs on it; bf16
       // rows for a quantise pass in plain order (that pass writes the operand).
       const int64_t oc = !p.d ? korder_pos(o, p.act.korder) : o;
-      act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
-      if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
+      if (N0 + N1 >= 128 && p.d_bulk) {
+        // As the fp32 tile below: the CTA's 64 columns [n0, n0 + 64) of every token staged in the
+        // activation buffers (the k order permutes inside aligned 64-column groups, so oc stays
+        // in them), then one bulk copy of 128 bytes per token row. From 128 tokens (32 stores
+        // per thread; at 64 tokens, 16 stores, staged was 1.000-1.012x:
+        // bench/results/2026-11-27-h100-w4-act-bulk r1).
+        auto* st = reinterpret_cast<__nv_bfloat16*>(smem_raw + (sb_addr - raw_addr));
+        static_assert(TM * kW4ActStagePitch * 2 <= S * kBBytes && TM <= kThreads, "the staged tile fits; a thread per token");
+        __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
+        act_epilogue<N0, true>(p.act, st, acc0, kOut, e, row0, rows, o, 0, oc - n0);
+        if constexpr (N1 > 0) act_epilogue<N1, true>(p.act, st, acc1, kOut, e, row0, rows, o, 128, oc - n0);
+        fence_proxy_async();  // the stores, before the bulk copies (async proxy) read them
+        __syncthreads();
+        if (tid < rows) {
+          const int64_t cols = min(static_cast<int64_t>(kW4ActOutputsPerCta), p.act.N - n0);
+          bulk_store_1d(out + (row0 + tid) * p.act.N + n0, st + tid * kW4ActStagePitch, static_cast<uint32_t>(cols * 2));
+          bulk_commit();
+          bulk_wait_read();
+        }
+      } else {
+        act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
+        if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
+      }
     } else if (N0 + N1 >= 64 && p.d_bulk) {
       // D staged as [token][row] in the activation buffers (free: every wgmma and copy is done;
       // the barrier orders both warpgroups), then one bulk copy per token of its 128 rows, which
@@ -437,7 +458,7 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
   p.groups = groups;
   p.offsets = offsets;
   p.swizzled = w.swizzled;
-  p.d_bulk = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;
+  p.d_bulk = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;  // F32 (the ACT launch sets its own)
   return p;
 }
 
@@ -467,6 +488,9 @@ void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const Activati
     throw Error(std::string("w4 wgmma GEMM1 + activation: ") + why);
   Params p = make_params(w, a, act_rows, groups, offsets);
   p.act = act;
+  // Bulk row copies of the 64-column blocks: 16-byte aligned rows (N % 8 == 0) and output.
+  const void* out = act_rows ? static_cast<const void*>(act_rows) : act.out;
+  p.d_bulk = act.N % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   count_fused_gemm1_launch(FusedGemm1::FOUR_BIT);
   launch_format<W4Out::ACT>(w.format, p, max_rows, stream);
 }
