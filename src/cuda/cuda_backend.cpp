@@ -658,7 +658,6 @@ class CudaBackend final : public BackendImpl {
     } else if (!w4_ && stream_gemm1_block_act_applies(g1, path1_, ap)) {
       // fp8-block in the few-rows range: the same with the block scales, the activation rounded
       // to bf16 into h's buffer, then only its 1 x 128 quantisation (as the large-batch path).
-      count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
       stream_gemm1_block_activation(g1, ap, b.h, stream);
       mark(2);
       quantise_bf16_rows();

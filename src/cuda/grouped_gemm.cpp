@@ -125,9 +125,8 @@ bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const Activ
 
 namespace {
 std::atomic<int64_t> g_fused_gemm1_launches[static_cast<int>(FusedGemm1::kCount)];
+}  // namespace
 
-// The epilogue's store for the fused GEMM1s whose quantisation runs afterwards: the rounded
-// activation output as bf16 rows into act_bf16 (no quantisation).
 ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16) {
   ActivationParams e = ap;
   e.out = act_bf16;
@@ -135,7 +134,6 @@ ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16) {
   e.op = Operand::BF16;
   return e;
 }
-}  // namespace
 
 void count_fused_gemm1_launch(FusedGemm1 kind) {
   g_fused_gemm1_launches[static_cast<int>(kind)].fetch_add(1, std::memory_order_relaxed);

@@ -208,6 +208,9 @@ bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const Activ
 // and unfused paths give the same bits, so the output cannot tell.
 enum class FusedGemm1 { BF16_OR_FP8_TENSOR, FP8_CHANNEL, FP8_BLOCK, FOUR_BIT, kCount };
 void count_fused_gemm1_launch(FusedGemm1 kind);
+// The epilogue's store for the fused GEMM1s whose quantisation runs afterwards (fp8-channel,
+// fp8-block): the rounded activation output as bf16 rows into act_bf16 (no quantisation).
+ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16);
 int64_t fused_gemm1_launches(FusedGemm1 kind);
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream);
 size_t sm90_grouped_gemm_bf16_act_workspace(int groups, int sm_count);

@@ -454,31 +454,33 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
          a.max_rows < INT32_MAX - kWideTokTile && a.k * elem < INT32_MAX && active <= 65535;
 }
 
-bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
-  if (path != GemmPath::SM90_TMA || !stream_gemm_takes(g1, path) || g1.op != p.op) return false;
-  const bool quant_ok = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16)
-                                                  : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
-  // Gated, R = 2N, whole 8-row groups of outputs (the map's group dimension), the dequant the
-  // store applies per row (NONE / TENSOR), a row stride the 5-D map takes.
-  // Halves whose gate and up rows lie more than kActHalvesMaxBytes apart stay unfused: each CTA
-  // then streams two regions that far apart, and Mixtral-8x7B's (59 MB fp8, 117 MB bf16) measured
-  // GEMM1 + activation 1.05 / 1.10x the unfused pair's layer time at 2 tokens (H200,
-  // bench/results/2026-11-26-decode-stream/final; DeepSeek-V3 TP1's 29 MB bf16: 0.99-1.00x).
+// The shape both fused GEMM1 + activation entry points need: gated, R = 2N, whole 8-row groups of
+// outputs (the 5-D map's group dimension) that the map's int32 coordinates reach. Halves whose gate
+// and up rows lie more than kActHalvesMaxBytes apart stay unfused: each CTA then streams two
+// regions that far apart, and Mixtral-8x7B's (59 MB fp8, 117 MB bf16) measured GEMM1 + activation
+// 1.05 / 1.10x the unfused pair's layer time at 2 tokens (H200,
+// bench/results/2026-11-26-decode-stream/final; DeepSeek-V3 TP1's 29 MB bf16: 0.99-1.00x).
+static bool gated_act_shape_ok(const GroupedGemmArgs& g1, const ActivationParams& p) {
   const int64_t row_bytes = g1.k * (g1.op == Operand::FP8 ? 1 : 2);
   if (!p.interleaved && p.N * row_bytes > kActHalvesMaxBytes) return false;
-  return quant_ok && p.act != Activation::RELU2 && p.R == 2 * p.N && g1.n == p.R && p.N % 8 == 0 &&
-         (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR) && p.N / 8 < (int64_t{1} << 31);
+  return p.act != Activation::RELU2 && p.R == 2 * p.N && g1.n == p.R && p.N % 8 == 0 && p.N / 8 < (int64_t{1} << 31);
+}
+
+bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
+  if (path != GemmPath::SM90_TMA || !stream_gemm_takes(g1, path) || g1.op != p.op) return false;
+  // bf16 / fp16 conversion or static fp8; the dequant the store applies per row (NONE / TENSOR).
+  const bool quant_ok = p.quant == Fp8Quant::NONE ? (p.op == Operand::BF16 || p.op == Operand::FP16)
+                                                  : (p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8);
+  return quant_ok && (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR) && gated_act_shape_ok(g1, p);
 }
 
 bool stream_gemm1_block_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
   if (path != GemmPath::SM90_FP8_BLOCK || !stream_gemm_takes(g1, path) || g1.op != Operand::FP8) return false;
-  // Gated, R = 2N, halves (a block's gate and up rows each inside one 128-row scale block: N a
-  // multiple of 128, which the 1 x 128 quantiser of the rows needs too), bf16 rows out, no dequant
-  // outside the mainloop; halves at most kActHalvesMaxBytes apart as above.
-  if (p.interleaved || p.N * g1.k > kActHalvesMaxBytes) return false;
-  return p.quant == Fp8Quant::BLOCK && p.act_dtype == DType::BF16 && p.act != Activation::RELU2 &&
-         p.R == 2 * p.N && g1.n == p.R && p.N % 128 == 0 && p.dq.kind == Dequant::NONE &&
-         p.N / 8 < (int64_t{1} << 31);
+  // Halves only, N a multiple of 128 (a block's gate and up rows each inside one 128-row scale
+  // block; the 1 x 128 quantiser of the rows needs it too), bf16 rows out, no dequant outside the
+  // mainloop.
+  return !p.interleaved && p.N % 128 == 0 && p.quant == Fp8Quant::BLOCK && p.act_dtype == DType::BF16 &&
+         p.dq.kind == Dequant::NONE && gated_act_shape_ok(g1, p);
 }
 
 void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16,
@@ -488,12 +490,9 @@ void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationPa
                 "(stream_gemm1_block_act_applies: gated activation in halves, R = 2N with N a multiple of 128, "
                 "1 x 128 quantisation of bf16 rows; N = " + std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
   if (act_bf16 == nullptr) throw Error("stream GEMM1 + activation (fp8-block): act_bf16 is null");
+  count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
   // The activation's bf16 rows [rows, N] (act_dtype): the quantise-only pass makes GEMM2's operand.
-  ActivationParams rows = p;
-  rows.out = act_bf16;
-  rows.quant = Fp8Quant::NONE;
-  rows.op = Operand::BF16;
-  launch<Operand::FP8, true, true>(g1, stream, tile, rows);
+  launch<Operand::FP8, true, true>(g1, stream, tile, bf16_rows_output(p, act_bf16));
 }
 
 void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,

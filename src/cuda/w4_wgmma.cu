@@ -146,6 +146,22 @@ __device__ __forceinline__ uint32_t e2m1_nibble_pair(int j, uint32_t word, uint3
   return j % 2 == 0 ? ((x & 0x000F000Fu) * place0) & 0x81C081C0u : ((x & 0x00F000F0u) * place1) & 0x81C081C0u;
 }
 
+// The bulk epilogues' tail (fp32 D and GEMM1's bf16 activation): the staged [token][pitch] tile
+// in shared memory - written by every thread before this, fenced for the async proxy here - goes
+// out as one bulk copy per token row (thread tid: token tid, `bytes` from dst_row0 + tid x ld).
+template <typename T>
+__device__ __forceinline__ void store_rows_bulk(T* dst_row0, int64_t ld, const T* st, int pitch, int rows,
+                                                uint32_t bytes) {
+  fence_proxy_async();  // the staging stores, before the bulk copies (async proxy) read them
+  __syncthreads();
+  const int tid = threadIdx.x;
+  if (tid < rows) {
+    bulk_store_1d(dst_row0 + tid * ld, st + tid * pitch, bytes);
+    bulk_commit();
+    bulk_wait_read();
+  }
+}
+
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
 // the time of a plain parameter (H200 A/B, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 8;
 // on w4_mma_kernel the same change raised registers and spilled, and was not made).
@@ -292,43 +308,43 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       for (int u = 0; u < 3; ++u) {  // stage s = s3 + u, its scales in sc[u] (a constant index)
         const int s = s3 + u;
         if (s >= nk) break;
-          // One wgmma group per k16 step: at most 3 in flight here means stage s - 1's first one is
-          // done, so every wgmma of stage s - 2 is (its buffer is refilled below) ...
-          wgmma_wait<3>();
-          cp_async_wait<S - 3>();  // this thread's copies of stage s have landed
-          fence_proxy_async();
-          __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
-          issue(chunks, s + S - 2, ibuf);  // into the buffer of stage s - 2
-          // Rows lrow / lrow + 8: this lane's words 2t, 2t + 1 of each (the stage's codes 16 t .. 16 t + 15).
-          const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch + 8 * t;
-          const uint2 wl = *reinterpret_cast<const uint2*>(wrow), wh = *reinterpret_cast<const uint2*>(wrow + 8 * kWPitch);
-          const uint32_t wl_sh[2] = {wl.x >> 8, wl.y >> 8}, wh_sh[2] = {wh.x >> 8, wh.y >> 8};
-          // Descriptors of the stage's k16 steps: the start address field (bits 0..13, address / 16)
-          // advances by 2 per step and by 1024 for the second half; it never carries out of its field.
-          const uint64_t desc0 = smem_desc(sb_addr + buf * kBBytes);
-          // bf16x2 multipliers of the lane's block (MXFP4 32-block t / 2, NVFP4 16-block t), rows
-          // lrow / lrow + 8: every code of the lane's four k16 steps lies in it.
-          const uint32_t s_lo = lut[(sc[u][0] >> sc_shift) & 0xFFu], s_hi = lut[(sc[u][1] >> sc_shift) & 0xFFu];
+        // One wgmma group per k16 step: at most 3 in flight here means stage s - 1's first one is
+        // done, so every wgmma of stage s - 2 is (its buffer is refilled below) ...
+        wgmma_wait<3>();
+        cp_async_wait<S - 3>();  // this thread's copies of stage s have landed
+        fence_proxy_async();
+        __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
+        issue(chunks, s + S - 2, ibuf);  // into the buffer of stage s - 2
+        // Rows lrow / lrow + 8: this lane's words 2t, 2t + 1 of each (the stage's codes 16 t .. 16 t + 15).
+        const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch + 8 * t;
+        const uint2 wl = *reinterpret_cast<const uint2*>(wrow), wh = *reinterpret_cast<const uint2*>(wrow + 8 * kWPitch);
+        const uint32_t wl_sh[2] = {wl.x >> 8, wl.y >> 8}, wh_sh[2] = {wh.x >> 8, wh.y >> 8};
+        // Descriptors of the stage's k16 steps: the start address field (bits 0..13, address / 16)
+        // advances by 2 per step and by 1024 for the second half; it never carries out of its field.
+        const uint64_t desc0 = smem_desc(sb_addr + buf * kBBytes);
+        // bf16x2 multipliers of the lane's block (MXFP4 32-block t / 2, NVFP4 16-block t), rows
+        // lrow / lrow + 8: every code of the lane's four k16 steps lies in it.
+        const uint32_t s_lo = lut[(sc[u][0] >> sc_shift) & 0xFFu], s_hi = lut[(sc[u][1] >> sc_shift) & 0xFFu];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
-            // Step j's fragment: codes j, j + 4 of the lane's words (the k permutation: w4_kperm.cuh).
-            auto dec = [&](uint32_t w, uint32_t sh) { return e2m1_nibble_pair(j, w, sh, p.place0, p.place1); };
-            A[j][0] = bf16x2_mul(dec(wl.x, wl_sh[0]), s_lo);
-            A[j][1] = bf16x2_mul(dec(wh.x, wh_sh[0]), s_hi);
-            A[j][2] = bf16x2_mul(dec(wl.y, wl_sh[1]), s_lo);
-            A[j][3] = bf16x2_mul(dec(wh.y, wh_sh[1]), s_hi);
-            fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
-            fence_operand(acc0);
-            fence_operand(acc1);
-            wgmma_fence();
-            wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
-            if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
-            wgmma_commit();
-            fence_operand(acc0);
-            fence_operand(acc1);
-          }
-          scales(s + 3, sc[u][0], sc[u][1]);
+        for (int j = 0; j < 4; ++j) {
+          wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
+          // Step j's fragment: codes j, j + 4 of the lane's words (the k permutation: w4_kperm.cuh).
+          auto dec = [&](uint32_t w, uint32_t sh) { return e2m1_nibble_pair(j, w, sh, p.place0, p.place1); };
+          A[j][0] = bf16x2_mul(dec(wl.x, wl_sh[0]), s_lo);
+          A[j][1] = bf16x2_mul(dec(wh.x, wh_sh[0]), s_hi);
+          A[j][2] = bf16x2_mul(dec(wl.y, wl_sh[1]), s_lo);
+          A[j][3] = bf16x2_mul(dec(wh.y, wh_sh[1]), s_hi);
+          fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
+          fence_operand(acc0);
+          fence_operand(acc1);
+          wgmma_fence();
+          wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
+          if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
+          wgmma_commit();
+          fence_operand(acc0);
+          fence_operand(acc1);
+        }
+        scales(s + 3, sc[u][0], sc[u][1]);
         buf = buf + 1 == S ? 0 : buf + 1;
         ibuf = ibuf + 1 == S ? 0 : ibuf + 1;
       }
@@ -357,14 +373,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
         act_epilogue<N0, true>(p.act, st, acc0, kOut, e, row0, rows, o, 0, oc - n0);
         if constexpr (N1 > 0) act_epilogue<N1, true>(p.act, st, acc1, kOut, e, row0, rows, o, 128, oc - n0);
-        fence_proxy_async();  // the stores, before the bulk copies (async proxy) read them
-        __syncthreads();
-        if (tid < rows) {
-          const int64_t cols = min(static_cast<int64_t>(kW4ActOutputsPerCta), p.act.N - n0);
-          bulk_store_1d(out + (row0 + tid) * p.act.N + n0, st + tid * kW4ActStagePitch, static_cast<uint32_t>(cols * 2));
-          bulk_commit();
-          bulk_wait_read();
-        }
+        const int64_t cols = min(static_cast<int64_t>(kW4ActOutputsPerCta), p.act.N - n0);
+        store_rows_bulk(out + row0 * p.act.N + n0, p.act.N, st, kW4ActStagePitch, rows, static_cast<uint32_t>(cols * 2));
       } else {
         act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
         if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
@@ -390,15 +400,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
 #pragma unroll
         for (int q = 0; q < 4; ++q)
           st[(128 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc1[4 * j + q] * kOut;
-      fence_proxy_async();  // the stores, before the bulk copies (async proxy) read them
-      __syncthreads();
-      if (tid < rows) {  // token tid: its row of D from column n0 on (rows past n are not copied)
-        const int64_t cols = min(static_cast<int64_t>(kRowsPerCta), p.n - n0);
-        bulk_store_1d(static_cast<float*>(p.d) + (row0 + tid) * p.n + n0, st + tid * kDPitch,
-                      static_cast<uint32_t>(cols * 4));
-        bulk_commit();
-        bulk_wait_read();
-      }
+      const int64_t cols = min(static_cast<int64_t>(kRowsPerCta), p.n - n0);  // rows past n are not copied
+      store_rows_bulk(static_cast<float*>(p.d) + row0 * p.n + n0, p.n, st, kDPitch, rows, static_cast<uint32_t>(cols * 4));
     } else {
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
       float* d = static_cast<float*>(p.d);

@@ -43,6 +43,18 @@ Case block_act_case(Activation act, int variant, bool halves) {
   return c;
 }
 
+// The layer's w13 block scales multiplied by distinct powers of two per (128-row block, k block),
+// so that a gate block read in place of an up block, or one k block's scale in place of another's,
+// moves the result far past the tolerance (random weights alone give every block nearly the same
+// scale). Exact in fp32 and ue8m0 alike.
+void distinct_block_scales(LayerFile& lf) {
+  const int64_t E = lf.num_experts, N = lf.inter, KB = (lf.hidden + 127) / 128, NB = 2 * N / 128;
+  float* sp = reinterpret_cast<float*>(lf.tensors.at("w13_weight_scale").bytes.data());
+  for (int64_t e = 0; e < E; ++e)
+    for (int64_t b = 0; b < NB; ++b)
+      for (int64_t j = 0; j < KB; ++j) sp[(e * NB + b) * KB + j] *= static_cast<float>(1 << ((3 * b + j) % 5));
+}
+
 class Gemm1BlockActGpu : public ::testing::TestWithParam<std::tuple<int, int, bool, bool>> {};
 
 TEST_P(Gemm1BlockActGpu, MatchesOracle) {
@@ -79,10 +91,7 @@ TEST(Gemm1BlockActPathsGpu, OneGroupMatchesOracle) {
   }
 }
 
-// The weight scales of the tile order: the layer's w13 block scales multiplied by distinct
-// powers of two per (128-row block, k block), so that a gate block read in place of an up block,
-// or one k block's scale in place of another's, moves the result far past the tolerance (random
-// weights alone give every block nearly the same scale). Exact in fp32 and ue8m0 alike.
+// The weight scales of the tile order, distinct per block (distinct_block_scales).
 TEST(Gemm1BlockActPathsGpu, DistinctBlockScalesMatchOracle) {
   FMOE_REQUIRE_GPU();
   for (Activation act : {Activation::SILU, Activation::SWIGLUOAI})
@@ -92,11 +101,7 @@ TEST(Gemm1BlockActPathsGpu, DistinctBlockScalesMatchOracle) {
         c.seed += 57;
         LayerFile lf = make_layer(c);
         lf.config.fp8_block_ue8m0 = ue8m0;
-        const int64_t E = lf.num_experts, N = lf.inter, KB = (lf.hidden + 127) / 128, NB = 2 * N / 128;
-        float* sp = reinterpret_cast<float*>(lf.tensors.at("w13_weight_scale").bytes.data());
-        for (int64_t e = 0; e < E; ++e)
-          for (int64_t b = 0; b < NB; ++b)
-            for (int64_t j = 0; j < KB; ++j) sp[(e * NB + b) * KB + j] *= static_cast<float>(1 << ((3 * b + j) % 5));
+        distinct_block_scales(lf);
         SCOPED_TRACE(ue8m0 ? "ue8m0" : "fp32 scales");
         expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, true, [&] { check_against_oracle(c, lf, make_inputs(c, c.E)); });
       }
@@ -110,7 +115,7 @@ TEST(Gemm1BlockActPathsGpu, UnfusedLayoutsMatchOracle) {
 
 // The few-rows range (at most 48 rows per expert, k >= 512: the stream GEMM) fuses too, on the
 // stream GEMM (stream_gemm1_block_activation): 8 experts, 200 slots (~25 rows each), halves; the
-// weight block scales distinct per (128-row block, k block) as above. Interleaved rows stay unfused.
+// weight block scales distinct per block (distinct_block_scales). Interleaved rows stay unfused.
 TEST(Gemm1BlockActPathsGpu, StreamRangeMatchesOracle) {
   FMOE_REQUIRE_GPU();
   for (Activation act : {Activation::SILU, Activation::SWIGLUOAI})
@@ -123,11 +128,7 @@ TEST(Gemm1BlockActPathsGpu, StreamRangeMatchesOracle) {
         c.seed += 211;
         LayerFile lf = make_layer(c);
         lf.config.fp8_block_ue8m0 = ue8m0;
-        const int64_t E = lf.num_experts, N = lf.inter, KB = (lf.hidden + 127) / 128, NB = 2 * N / 128;
-        float* sp = reinterpret_cast<float*>(lf.tensors.at("w13_weight_scale").bytes.data());
-        for (int64_t e = 0; e < E; ++e)
-          for (int64_t b = 0; b < NB; ++b)
-            for (int64_t j = 0; j < KB; ++j) sp[(e * NB + b) * KB + j] *= static_cast<float>(1 << ((3 * b + j) % 5));
+        distinct_block_scales(lf);
         SCOPED_TRACE(std::string(activation_name(act)) + (variant ? " up_gate bias on_input" : " gate_up") +
                      (ue8m0 ? " ue8m0" : " fp32 scales"));
         expect_fused_gemm1(cuda::FusedGemm1::FP8_BLOCK, true, [&] { check_against_oracle(c, lf, make_inputs(c, c.E)); });
