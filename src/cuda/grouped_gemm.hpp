@@ -86,14 +86,26 @@ inline int64_t active_groups(const GroupedGemmArgs& a) {
 // with the 128-row tile (stream_gemm.cu; bench/results/2026-11-26-stream-wide-tile) bf16 layers
 // were 0.91-1.00x the large configs' time (DeepSeek-V3 TP1 2048 tokens 0.909, TP8 2048 0.967,
 // Mixtral 256 0.969, Qwen3 1024 0.997), fp8 ones 0.98-1.14x and fp8-block 1.09-1.30x: 64 for
-// 16-bit operands only.
+// 16-bit operands, and for fp8 without block scales where k >= 4096 (stream_wide_tile_ok).
 constexpr int64_t kSmallConfigMaxRowsPerGroup = 32;
 constexpr int64_t kStreamLongKMaxRowsPerGroup = 48;
 constexpr int64_t kStreamWideMaxRowsPerGroup = 64;
 constexpr int64_t kStreamLongKMinK = 512;
+// fp8 without block scales (a_scale is set for SM90_FP8_BLOCK only) takes the 128-row token tile
+// too where k >= kStreamFp8WideMinK: each 128-row weight block is then >= 512 KB, enough to pay
+// the wide tile's one CTA per SM. Same-binary A/B against the large configs (H100, 2026-11-27,
+// bench/results/2026-11-27-h100-stream-fp8-wide): DeepSeek-V3 TP1 fp8-tensor 2048 tokens 0.975,
+// Mixtral fp8-channel 256 tokens 0.981, fp8-tensor 1.002 (its GEMM1 + activation on the wide tile
+// as fast as CUTLASS's); with every k (Qwen3's 2048 / 768) fp8 lost (1.11x at 1024 tokens), and
+// fp8-block lost at every k (1.06-1.36x), so both stay at 48 rows.
+constexpr int64_t kStreamFp8WideMinK = 4096;
+inline bool stream_wide_tile_ok(const GroupedGemmArgs& a) {
+  return a.op == Operand::BF16 || a.op == Operand::FP16 ||
+         (a.op == Operand::FP8 && a.a_scale == nullptr && a.k >= kStreamFp8WideMinK);
+}
 inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
   if (a.k < kStreamLongKMinK) return kSmallConfigMaxRowsPerGroup;
-  return a.op == Operand::BF16 || a.op == Operand::FP16 ? kStreamWideMaxRowsPerGroup : kStreamLongKMaxRowsPerGroup;
+  return stream_wide_tile_ok(a) ? kStreamWideMaxRowsPerGroup : kStreamLongKMaxRowsPerGroup;
 }
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
   const int64_t active = active_groups(a);

@@ -21,7 +21,8 @@
 // overlap this block's last MMAs and stores. Experts with more than kTokTile rows are done
 // kTokTile rows at a time (the weights re-read per batch). Grids below the SM count (decode: a few
 // experts) spread to one weight block per CTA and run an 8-deep ring at one CTA per SM. 16-bit
-// calls with 49-64 expected rows per expert take a 128-row token tile instead (kWideTokTile: an
+// calls (and fp8 ones without block scales where k >= 4096) with 49-64 expected rows per expert
+// take a 128-row token tile instead (kWideTokTile: an
 // N = 128 wgmma, 6 stages of 32 KB at one CTA per SM; wide_tile()), so that the experts above 64
 // rows do not stream their weights twice; the same sums (tests compare the bits).
 //
@@ -242,6 +243,32 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
       for (int nb = nb0; nb < nb0 + nbn; ++nb)
         for (int ks = 0; ks < ksteps; ++ks, ++it) {
           const int s = it % S;
+          // kBlock: the stage's scales (each token row's activation scale, the weight-block
+          // scale) are loaded into registers before the wait for the slot, so that their latency
+          // overlaps that wait instead of following it (one warp serves every stage): fp8-block
+          // layers 0.974-0.998x (H100, bench/results/2026-11-27-h100-stream-fp8-wide).
+          float a_pre[kBlock ? T / 32 : 1], sb[kHalves];
+          auto load_scales = [&] {  // a no-op without block scales
+            if constexpr (kBlock) {
+              // Expert e's activation scales: [k / 128, rows] column-major from row0 * k / 128 on.
+              // Weight block scales [groups, weight rows / 128, k / 128]; kAct: block nb's gate rows
+              // are weight rows 64 nb .., its up rows n + 64 nb .. (halves, n = N a multiple of 128).
+              const float* sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
+              if constexpr (kAct) {
+                const int64_t wblocks = 2 * (n / 128), base = static_cast<int64_t>(e) * wblocks;
+                sb[0] = __ldg(b_scale + (base + (64 * nb) / 128) * kblocks + ks);
+                sb[kHalves - 1] = __ldg(b_scale + (base + (n + 64 * nb) / 128) * kblocks + ks);
+              } else {
+                sb[0] = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
+              }
+#pragma unroll
+              for (int i = 0; i < T / 32; ++i) {
+                const int row = tb * T + lane + 32 * i;
+                a_pre[i] = row < rows ? __ldg(sa + row) : 0.0f;
+              }
+            }
+          };
+          load_scales();
           if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
           if (lane == 0) {
             uint8_t* st = smem + s * stage_bytes<T>();
@@ -253,23 +280,10 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
                           row0 + tb * T + bx * kTokBox, &full[s]);
           }
           if constexpr (kBlock) {
-            // Expert e's activation scales: [k / 128, rows] column-major from row0 * k / 128 on.
-            // Weight block scales [groups, weight rows / 128, k / 128]; kAct: block nb's gate rows
-            // are weight rows 64 nb .., its up rows n + 64 nb .. (halves, n = N a multiple of 128).
-            const float* sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
-            float sb[kHalves];
-            if constexpr (kAct) {
-              const int64_t wblocks = 2 * (n / 128), base = static_cast<int64_t>(e) * wblocks;
-              sb[0] = __ldg(b_scale + (base + (64 * nb) / 128) * kblocks + ks);
-              sb[kHalves - 1] = __ldg(b_scale + (base + (n + 64 * nb) / 128) * kblocks + ks);
-            } else {
-              sb[0] = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
-            }
-            for (int r = lane; r < T; r += 32) {
-              const int row = tb * T + r;
-              const float a = row < rows ? __ldg(sa + row) : 0.0f;
 #pragma unroll
-              for (int h = 0; h < kHalves; ++h) stage_scale[s][h][r] = a * sb[h];
+            for (int i = 0; i < T / 32; ++i) {
+#pragma unroll
+              for (int h = 0; h < kHalves; ++h) stage_scale[s][h][lane + 32 * i] = a_pre[i] * sb[h];
             }
             mbar_arrive(&full[s]);
           }
@@ -390,14 +404,15 @@ CUtensorMap act_weight_map(const void* p, int64_t groups, int64_t N, int64_t row
                          "stream GEMM1 + activation");
 }
 
-// Whether an AUTO launch takes the wide token tile: 16-bit operands with more than
-// kStreamLongKMaxRowsPerGroup expected rows per active expert (only 16-bit calls come here with
-// more: sm90_use_small_config). At 33-48 rows the 64-row tile at two CTAs per SM was as fast or
-// faster (bf16 0.99-1.02x the wide tile's time), and fp8 / fp8-block lost with the wide tile
-// at 49-64 rows (bench/results/2026-11-26-stream-wide-tile).
+// Whether an AUTO launch takes the wide token tile: 16-bit operands, and fp8 without block scales
+// where k >= 4096 (stream_wide_tile_ok), with more than kStreamLongKMaxRowsPerGroup expected rows
+// per active expert (only those calls come here with more: sm90_use_small_config). At 33-48 rows
+// the 64-row tile at two CTAs per SM was as fast or faster (bf16 0.99-1.02x the wide tile's time),
+// and fp8 with shorter k / fp8-block lost with the wide tile at 49-64 rows
+// (bench/results/2026-11-26-stream-wide-tile, bench/results/2026-11-27-h100-stream-fp8-wide).
 bool wide_tile(const GroupedGemmArgs& g) {
   const int64_t active = active_groups(g);
-  return (g.op == Operand::BF16 || g.op == Operand::FP16) && g.max_rows > kStreamLongKMaxRowsPerGroup * active;
+  return stream_wide_tile_ok(g) && g.max_rows > kStreamLongKMaxRowsPerGroup * active;
 }
 
 template <Operand OP, bool kBlock, bool kAct = false>
@@ -459,10 +474,12 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
 // and up rows lie more than kActHalvesMaxBytes apart stay unfused: each CTA then streams two
 // regions that far apart, and Mixtral-8x7B's (59 MB fp8, 117 MB bf16) measured GEMM1 + activation
 // 1.05 / 1.10x the unfused pair's layer time at 2 tokens (H200,
-// bench/results/2026-11-26-decode-stream/final; DeepSeek-V3 TP1's 29 MB bf16: 0.99-1.00x).
+// bench/results/2026-11-26-decode-stream/final; DeepSeek-V3 TP1's 29 MB bf16: 0.99-1.00x). Except
+// on the wide token tile (49-64 rows per expert: each stage's MMAs take long enough): Mixtral bf16
+// at 256 tokens 0.975x fused, fp8-tensor 1.00x (H100, bench/results/2026-11-27-h100-stream-fp8-wide).
 static bool gated_act_shape_ok(const GroupedGemmArgs& g1, const ActivationParams& p) {
   const int64_t row_bytes = g1.k * (g1.op == Operand::FP8 ? 1 : 2);
-  if (!p.interleaved && p.N * row_bytes > kActHalvesMaxBytes) return false;
+  if (!p.interleaved && p.N * row_bytes > kActHalvesMaxBytes && !wide_tile(g1)) return false;
   return p.act != Activation::RELU2 && p.R == 2 * p.N && g1.n == p.R && p.N % 8 == 0 && p.N / 8 < (int64_t{1} << 31);
 }
 

@@ -265,6 +265,34 @@ TEST(StreamGemmBlockActRules, Refuses) {
   EXPECT_THROW(cuda::stream_gemm1_block_activation(g, p, nullptr, nullptr), Error);  // no rows buffer
 }
 
+// fp8 layers whose GEMM1 has k >= 4096 at 49-64 rows per expert (240 rows over 4 experts):
+// GEMM1 on the stream GEMM's 128-row token tile (stream_wide_tile_ok; fused with the activation
+// for static fp8-tensor), GEMM2 (k = 256) on the large configs, against the float64 oracle.
+TEST(StreamGemmWideFp8Layer, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  for (int variant = 0; variant < 3; ++variant) {
+    Case c;
+    c.format = variant == 2 ? Format::FP8_CHANNEL : Format::FP8_TENSOR;
+    c.fp8_static = variant == 0;
+    c.M = 120;
+    c.topk = 2;
+    c.E = 4;
+    c.K = 4096;
+    c.N = 256;
+    c.bias = variant == 1;
+    c.seed = 7300u + variant;
+    SCOPED_TRACE(describe(c));
+    cuda::GroupedGemmArgs g1;
+    g1.op = Operand::FP8;
+    g1.groups = static_cast<int>(c.E);
+    g1.n = 2 * c.N;
+    g1.k = c.K;
+    g1.max_rows = c.M * c.topk;
+    ASSERT_TRUE(cuda::sm90_use_small_config(g1) && cuda::stream_wide_tile_ok(g1));
+    check_case(c);
+  }
+}
+
 // What the fused path refuses (the layer then runs the stream GEMM and the activation kernel).
 TEST(StreamGemmActRules, Refuses) {
   cuda::GroupedGemmArgs g;
@@ -309,6 +337,12 @@ TEST(StreamGemmActRules, Refuses) {
   p.interleaved = true;  // gate and up rows adjacent
   EXPECT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
   p.interleaved = false;
+  g.max_rows = 8 * 64;  // 256 tokens, 64 rows per expert: the wide token tile fuses far halves too
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  EXPECT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  g.max_rows = 8 * 48;  // 48 rows per expert: the 64-row tile, far halves unfused
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
   g.small_m_ok = true;
   g.groups = 128;
   g.n = p.R = 1536;

@@ -260,6 +260,16 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   g.k = 2048;
   g.max_rows = 128 * 64;  // 64 rows per expert: the large tile configs
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.k = 4096;  // fp8 with k >= 4096 (Mixtral's GEMM1): the 128-row token tile up to 64 rows
+  g.a_scale = g.b_scale = nullptr;
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.a_scale = g.b_scale = &scale;  // fp8-block: the large blockwise configs from 49 rows at any k
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));
+  g.a_scale = g.b_scale = nullptr;
+  g.max_rows = 128 * 64 + 128;
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 64;
+  g.k = 2048;
   g.op = Operand::BF16;  // 16-bit operands: the stream GEMM (its 128-row token tile) up to 64 rows
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64 + 128;
