@@ -86,22 +86,21 @@ inline int64_t active_groups(const GroupedGemmArgs& a) {
 // with the 128-row tile (stream_gemm.cu; bench/results/2026-11-26-stream-wide-tile) bf16 layers
 // were 0.91-1.00x the large configs' time (DeepSeek-V3 TP1 2048 tokens 0.909, TP8 2048 0.967,
 // Mixtral 256 0.969, Qwen3 1024 0.997), fp8 ones 0.98-1.14x and fp8-block 1.09-1.30x: 64 for
-// 16-bit operands, and for fp8 without block scales where k >= 4096 (stream_wide_tile_ok).
+// 16-bit operands; since 2026-11-27 also for fp8 without block scales, on the wide tile at two CTAs
+// per SM without the per-stage promotion (stream_wide_tile_ok).
 constexpr int64_t kSmallConfigMaxRowsPerGroup = 32;
 constexpr int64_t kStreamLongKMaxRowsPerGroup = 48;
 constexpr int64_t kStreamWideMaxRowsPerGroup = 64;
 constexpr int64_t kStreamLongKMinK = 512;
 // fp8 without block scales (a_scale is set for SM90_FP8_BLOCK only) takes the 128-row token tile
-// too where k >= kStreamFp8WideMinK: each 128-row weight block is then >= 512 KB, enough to pay
-// the wide tile's one CTA per SM. Same-binary A/B against the large configs (H100, 2026-11-27,
-// bench/results/2026-11-27-h100-stream-fp8-wide): DeepSeek-V3 TP1 fp8-tensor 2048 tokens 0.975,
-// Mixtral fp8-channel 256 tokens 0.981, fp8-tensor 1.002 (its GEMM1 + activation on the wide tile
-// as fast as CUTLASS's); with every k (Qwen3's 2048 / 768) fp8 lost (1.11x at 1024 tokens), and
-// fp8-block lost at every k (1.06-1.36x), so both stay at 48 rows.
-constexpr int64_t kStreamFp8WideMinK = 4096;
+// too (at two CTAs per SM, summing a whole k in the wgmma's registers as the CUTLASS FP8FastAccum
+// configs it replaces do; stream_gemm.cu). Same-binary A/B against the large configs (H100,
+// 2026-11-27, bench/results/2026-11-27-h100-stream-wide2): Mixtral fp8-tensor 256 tokens 0.922,
+// DeepSeek-V3 TP1 / TP8 fp8 2048 tokens 0.940 / 0.977, Qwen3-30B-A3B fp8 1024 tokens 0.957
+// (fp8-channel 0.977). fp8-block stays at 48 rows: its wide tile keeps the per-block promotion
+// (one CTA per SM) and lost 1.06-1.36x (bench/results/2026-11-27-h100-stream-fp8-wide).
 inline bool stream_wide_tile_ok(const GroupedGemmArgs& a) {
-  return a.op == Operand::BF16 || a.op == Operand::FP16 ||
-         (a.op == Operand::FP8 && a.a_scale == nullptr && a.k >= kStreamFp8WideMinK);
+  return a.op == Operand::BF16 || a.op == Operand::FP16 || (a.op == Operand::FP8 && a.a_scale == nullptr);
 }
 inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
   if (a.k < kStreamLongKMinK) return kSmallConfigMaxRowsPerGroup;

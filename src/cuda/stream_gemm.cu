@@ -21,10 +21,10 @@
 // overlap this block's last MMAs and stores. Experts with more than kTokTile rows are done
 // kTokTile rows at a time (the weights re-read per batch). Grids below the SM count (decode: a few
 // experts) spread to one weight block per CTA and run an 8-deep ring at one CTA per SM. 16-bit
-// calls (and fp8 ones without block scales where k >= 4096) with 49-64 expected rows per expert
-// take a 128-row token tile instead (kWideTokTile: an
-// N = 128 wgmma, 6 stages of 32 KB at one CTA per SM; wide_tile()), so that the experts above 64
-// rows do not stream their weights twice; the same sums (tests compare the bits).
+// calls and fp8 ones without block scales with 49-64 expected rows per expert take a 128-row token
+// tile instead (kWideTokTile: an N = 128 wgmma, 3 stages of 32 KB at two CTAs per SM; wide_tile()),
+// so that the experts above 64 rows do not stream their weights twice; 16-bit: the same sums as the
+// 64-row tile (tests compare the bits).
 //
 // Numerics: bf16 / fp16 products are exact and summed in fp32 in the wgmma's registers across the
 // whole k. fp8: each stage's (128 k values) wgmma sums start from zero and are added to fp32
@@ -32,7 +32,11 @@
 // magnitude sum measured at k = 256 on random full-range operands, tests/gpu/test_stream_gemm_gpu.cpp);
 // fp8-block (kBlock) adds them times activation scale x weight-block scale (one fmaf), as the small-M
 // kernel and CUTLASS's blockwise GEMM promote each k block. The sum order is fixed: deterministic,
-// but not the bits of the CUTLASS tile GEMM this replaces.
+// but not the bits of the CUTLASS tile GEMM this replaces. Except on the wide token tile: fp8
+// without block scales sums the whole k in the wgmma's registers there, as the CUTLASS
+// FP8FastAccum configs it replaces (49-64 rows per expert) do - 64 more accumulators per thread
+// would not fit two CTAs per SM, and at one CTA per SM the tile lost to CUTLASS (1.106x on
+// Qwen3-30B-A3B at 1024 tokens; bench/results/2026-11-27-h100-stream-wide2: 0.92-0.98x instead).
 //
 // GEMM1 + activation (stream_gemm1_activation, kAct): the same kernel with GEMM1's weights read
 // through a 5-D map whose 128-row stage holds the gate and up rows of 64 outputs, each consumer
@@ -76,10 +80,14 @@ constexpr int kWarps = kConsumerWarps + 1;        // + the producer warp
 constexpr int kStageK = 128;                      // bytes of k per stage (the 128-byte swizzle row)
 constexpr int kTokTile = 64;                      // activation rows per batch (8 n-tiles of 8)
 // The wide token tile: 128 activation rows per batch (an N = 128 wgmma, 64 accumulators per
-// thread), for 16-bit calls with more than 48 expected rows per expert (wide_tile(), launch()), where a
+// thread), for 16-bit / fp8 calls with more than 48 expected rows per expert (wide_tile(), launch()), where a
 // 64-row batch would leave many experts with a second batch that streams their weights again.
 constexpr int kWideTokTile = 128;
-constexpr int kWideStages = 6;  // 6 x 32 KB stages at one CTA per SM
+// 3 x 32 KB stages at two CTAs per SM (bf16 / fp16 / fp8 without block scales: 64 accumulators per
+// thread, no per-stage promotion), 6 at one CTA per SM for fp8-block (its promotion needs a second
+// set of 64: only tests force that tile, the AUTO rules keep fp8-block at 48 rows).
+constexpr int kWideStages = 3;
+constexpr int kWideBlockStages = 6;
 constexpr int kTokBox = 16;                       // activation rows per TMA box
 constexpr int64_t kActHalvesMaxBytes = int64_t{32} << 20;  // stream_gemm1_act_applies
 constexpr int kStages = 4;      // ring depth with two CTAs per SM
@@ -298,13 +306,14 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   const int wgi = warp >> 2, g = lane >> 2, t = lane & 3, wr = wgi * 64 + (warp & 3) * 16 + g;
   // fp8: the tensor cores sum a stage's e4m3 products with a short fraction (not fp32), so each
   // stage's sums are computed on their own (part) and added to acc in fp32 - the promotion of
-  // CUTLASS's default fp8 schedule, which the swap-AB config this replaces used. 16-bit types
-  // accumulate in the wgmma's own fp32 registers across the stages.
-  constexpr bool kPromote = kBlock || OP == Operand::FP8;
+  // CUTLASS's default fp8 schedule, which the swap-AB config this replaces used. 16-bit types,
+  // and fp8 without block scales on the wide tile (the FP8FastAccum configs' numerics; kWideStages),
+  // accumulate in the wgmma's own registers across the stages.
+  constexpr bool kPromote = kBlock || (OP == Operand::FP8 && T != kWideTokTile);
   // kAct: the activation store's per-CTA constants (the tensor scales, this expert's dequant).
   const ActivationRowStore act_out = kAct ? ActivationRowStore::make(p, e) : ActivationRowStore{};
   float acc[T / 2];
-  float part[T / 2];  // kPromote: one stage's sums
+  float part[kPromote ? T / 2 : 1];  // kPromote: one stage's sums
   int it = 0;
   for (int tb = 0; tb < batches; ++tb) {
     const int tok = min(T, rows - tb * T);
@@ -404,12 +413,12 @@ CUtensorMap act_weight_map(const void* p, int64_t groups, int64_t N, int64_t row
                          "stream GEMM1 + activation");
 }
 
-// Whether an AUTO launch takes the wide token tile: 16-bit operands, and fp8 without block scales
-// where k >= 4096 (stream_wide_tile_ok), with more than kStreamLongKMaxRowsPerGroup expected rows
-// per active expert (only those calls come here with more: sm90_use_small_config). At 33-48 rows
-// the 64-row tile at two CTAs per SM was as fast or faster (bf16 0.99-1.02x the wide tile's time),
-// and fp8 with shorter k / fp8-block lost with the wide tile at 49-64 rows
-// (bench/results/2026-11-26-stream-wide-tile, bench/results/2026-11-27-h100-stream-fp8-wide).
+// Whether an AUTO launch takes the wide token tile: 16-bit operands and fp8 without block scales
+// (stream_wide_tile_ok) with more than kStreamLongKMaxRowsPerGroup expected rows per active expert
+// (only those calls come here with more: sm90_use_small_config). At 33-48 rows the 64-row tile at
+// two CTAs per SM was as fast or faster (bf16 0.99-1.02x the wide tile's time), and fp8-block lost
+// with the wide tile at 49-64 rows (bench/results/2026-11-26-stream-wide-tile,
+// bench/results/2026-11-27-h100-stream-fp8-wide).
 bool wide_tile(const GroupedGemmArgs& g) {
   const int64_t active = active_groups(g);
   return stream_wide_tile_ok(g) && g.max_rows > kStreamLongKMaxRowsPerGroup * active;
@@ -445,7 +454,8 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
                    g.expert_offsets, per,                                                                     \
                    g.a_scale, g.b_scale, p);                                                                  \
   } while (0)
-  if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g))) FMOE_SG_LAUNCH(kWideStages, kWideTokTile);
+  if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g)))
+    FMOE_SG_LAUNCH(kBlock ? kWideBlockStages : kWideStages, kWideTokTile);
   else if (small_grid && static_cast<int64_t>(grid.x) * active <= g.sm_count) FMOE_SG_LAUNCH(kDeepStages, kTokTile);
   else FMOE_SG_LAUNCH(kStages, kTokTile);
 #undef FMOE_SG_LAUNCH
@@ -475,8 +485,8 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
 // regions that far apart, and Mixtral-8x7B's (59 MB fp8, 117 MB bf16) measured GEMM1 + activation
 // 1.05 / 1.10x the unfused pair's layer time at 2 tokens (H200,
 // bench/results/2026-11-26-decode-stream/final; DeepSeek-V3 TP1's 29 MB bf16: 0.99-1.00x). Except
-// on the wide token tile (49-64 rows per expert: each stage's MMAs take long enough): Mixtral bf16
-// at 256 tokens 0.975x fused, fp8-tensor 1.00x (H100, bench/results/2026-11-27-h100-stream-fp8-wide).
+// on the wide token tile (49-64 rows per expert: each CTA's two regions are read for longer):
+// Mixtral bf16 at 256 tokens 0.975x fused (H100, bench/results/2026-11-27-h100-stream-fp8-wide).
 static bool gated_act_shape_ok(const GroupedGemmArgs& g1, const ActivationParams& p) {
   const int64_t row_bytes = g1.k * (g1.op == Operand::FP8 ? 1 : 2);
   if (!p.interleaved && p.N * row_bytes > kActHalvesMaxBytes && !wide_tile(g1)) return false;

@@ -12,15 +12,16 @@ namespace fusedmoe::cuda {
 // of swizzled stages. fp32 or bf16 D; SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK (block scales
 // promoted per 128-wide k block). stream_gemm_applies: operands and alignment it can take.
 bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path);
-// The token tile a launch takes: AUTO picks the 128-row tile for bf16 / fp16 calls (fp8 ones without
-// block scales where k >= 4096) with more than 48 expected rows per active expert (stream_gemm.cu, wide_tile()), the 64-row tile otherwise; tests force
-// either (the same sums: a weight row's products with a token row do not depend on the tile).
+// The token tile a launch takes: AUTO picks the 128-row tile for bf16 / fp16 calls and fp8 ones
+// without block scales with more than 48 expected rows per active expert (stream_gemm.cu,
+// wide_tile()), the 64-row tile otherwise; tests force either (16-bit and fp8-block: the same sums;
+// fp8 without block scales sums the whole k in the wgmma's registers on the wide tile).
 enum class StreamTile { AUTO, NARROW, WIDE };
 void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream,
                          StreamTile tile = StreamTile::AUTO);
 // Whether run_grouped_gemm gives the call to stream_grouped_gemm: every call of the few-rows range
 // (sm90_use_small_config: at most 32 expected rows per active expert, 48 where k >= 512, 64 there
-// for bf16 / fp16 and for fp8 without block scales where k >= 4096) that the small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK. Measured
+// for bf16 / fp16 and for fp8 without block scales) that the small-M kernels do not take, on SM90_TMA (bf16 / fp16 / fp8) and SM90_FP8_BLOCK. Measured
 // against the CUTLASS swap-AB configs in the same call (H200, 2026-11-26,
 // bench/results/2026-11-26-h200-stream-gemm/v2-wgmma): layer 0.80-0.99x at every such point of
 // Qwen3-30B-A3B, DeepSeek-V3 TP1 / TP8 and Mixtral (M = 8..512; bf16, fp8-tensor, fp8-block); at

@@ -48,12 +48,12 @@ TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
   ASSERT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA)) << "the GEMM must be the stream GEMM's";
   ASSERT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p)) << "the case must take the fused path";
 
-  auto run = [&](bool fused) {
+  auto run = [&](bool fused, cuda::StreamTile tile = cuda::StreamTile::AUTO) {
     return pr.poisoned_run([&] {
       if (fused) {
-        cuda::stream_gemm1_activation(g, p, nullptr);
+        cuda::stream_gemm1_activation(g, p, nullptr, tile);
       } else {
-        cuda::stream_grouped_gemm(g, GemmPath::SM90_TMA, nullptr);
+        cuda::stream_grouped_gemm(g, GemmPath::SM90_TMA, nullptr, tile);
         cuda::launch_activation(p, rows, nullptr);
       }
     });
@@ -84,9 +84,11 @@ TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
   FMOE_CUDA(cudaGraphDestroy(graph));
   FMOE_CUDA(cudaStreamDestroy(s));
   ASSERT_EQ(fused, replay) << "graph replay differs";
-  // With the 128-row token tile: the same bytes.
-  EXPECT_EQ(fused, pr.poisoned_run([&] { cuda::stream_gemm1_activation(g, p, nullptr, cuda::StreamTile::WIDE); }))
-      << "the wide token tile differs";
+  // With the 128-row token tile: the same bytes as the GEMM + activation pair on that tile, and for
+  // 16-bit operands as the 64-row tile (fp8 sums the whole k in the wgmma's registers there).
+  const auto wide = run(true, cuda::StreamTile::WIDE);
+  EXPECT_EQ(wide, run(false, cuda::StreamTile::WIDE)) << "the wide token tile's fused output differs from its pair";
+  if (c.op != Operand::FP8) EXPECT_EQ(fused, wide) << "the wide token tile differs";
   // As a grid of at most one CTA per SM (the deep ring, one weight block per CTA): the same bytes.
   g.sm_count = 1 << 20;
   EXPECT_EQ(fused, run(true)) << "the small-grid launch differs";
@@ -265,19 +267,20 @@ TEST(StreamGemmBlockActRules, Refuses) {
   EXPECT_THROW(cuda::stream_gemm1_block_activation(g, p, nullptr, nullptr), Error);  // no rows buffer
 }
 
-// fp8 layers whose GEMM1 has k >= 4096 at 49-64 rows per expert (240 rows over 4 experts):
-// GEMM1 on the stream GEMM's 128-row token tile (stream_wide_tile_ok; fused with the activation
-// for static fp8-tensor), GEMM2 (k = 256) on the large configs, against the float64 oracle.
+// fp8 layers at 49-64 rows per expert (240 rows over 4 experts): GEMM1 (k = 4096 / 1024) on the
+// stream GEMM's 128-row token tile, which sums the whole k in the wgmma's registers
+// (stream_wide_tile_ok; fused with the activation for static fp8-tensor), GEMM2 (k = 256) on the
+// large configs, against the float64 oracle.
 TEST(StreamGemmWideFp8Layer, MatchesOracle) {
   FMOE_REQUIRE_GPU();
-  for (int variant = 0; variant < 3; ++variant) {
+  for (int variant = 0; variant < 4; ++variant) {
     Case c;
     c.format = variant == 2 ? Format::FP8_CHANNEL : Format::FP8_TENSOR;
-    c.fp8_static = variant == 0;
+    c.fp8_static = variant == 0 || variant == 3;
     c.M = 120;
     c.topk = 2;
     c.E = 4;
-    c.K = 4096;
+    c.K = variant == 3 ? 1024 : 4096;
     c.N = 256;
     c.bias = variant == 1;
     c.seed = 7300u + variant;

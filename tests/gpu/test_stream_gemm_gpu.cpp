@@ -179,12 +179,19 @@ void run_and_check(Problem& p) {
   for (size_t i = 0; i < d16.size(); ++i)
     ASSERT_EQ(d16[i], float_to_bf16_bits(d[i])) << "bf16 D element " << i << " (fp32 D " << d[i] << ")";
   // With the 128-row token tile (an N = 128 wgmma; the expert of 70 rows in one batch instead of
-  // two): the same bits.
+  // two): the same bits - except fp8 without block scales, which sums the whole k in the wgmma's
+  // registers there (no per-stage promotion): within the same tolerance of the float64 products.
   FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
   cuda::stream_grouped_gemm(p.g, p.path(), nullptr, cuda::StreamTile::WIDE);
   FMOE_CUDA(cudaDeviceSynchronize());
   const std::vector<float> wide = p.download();
-  ASSERT_EQ(0, std::memcmp(d.data(), wide.data(), d.size() * 4)) << "the wide token tile differs";
+  if (p.op == Operand::FP8 && !p.block) {
+    const double wide_worst = p.check(wide);
+    if (::testing::Test::HasFailure()) return;
+    ::testing::Test::RecordProperty("wide_worst_relative_error", std::to_string(wide_worst));
+  } else {
+    ASSERT_EQ(0, std::memcmp(d.data(), wide.data(), d.size() * 4)) << "the wide token tile differs";
+  }
 }
 
 class StreamGemm : public ::testing::TestWithParam<std::tuple<Operand, int64_t, int64_t>> {};
@@ -258,18 +265,13 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   g.k = 256;  // a short k (DeepSeek-V3 TP8's GEMM2): the large tile configs from 33 rows per expert
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.k = 2048;
-  g.max_rows = 128 * 64;  // 64 rows per expert: the large tile configs
-  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.k = 4096;  // fp8 with k >= 4096 (Mixtral's GEMM1): the 128-row token tile up to 64 rows
-  g.a_scale = g.b_scale = nullptr;
-  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.a_scale = g.b_scale = &scale;  // fp8-block: the large blockwise configs from 49 rows at any k
+  g.max_rows = 128 * 64;  // 64 rows per expert: fp8-block on the large blockwise configs
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));
-  g.a_scale = g.b_scale = nullptr;
+  g.a_scale = g.b_scale = nullptr;  // fp8 without block scales: the 128-row token tile up to 64 rows
+  EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64 + 128;
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64;
-  g.k = 2048;
   g.op = Operand::BF16;  // 16-bit operands: the stream GEMM (its 128-row token tile) up to 64 rows
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64 + 128;
