@@ -351,7 +351,9 @@ TEST(StreamGemmActRules, Refuses) {
   g.n = p.R = 1536;
   p.N = 768;
   g.k = 2048;
-  g.max_rows = 128 * 64;  // 64 rows per expert: the large configs (their own fused epilogue)
+  g.max_rows = 128 * 64;  // 64 rows per expert: fp8 on the stream GEMM's wide tile, fused
+  EXPECT_TRUE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
+  g.max_rows = 128 * 64 + 128;  // more than 64 rows per expert: the large configs (their own fused epilogue)
   EXPECT_FALSE(cuda::stream_gemm1_act_applies(g, GemmPath::SM90_TMA, p));
 }
 
