@@ -661,6 +661,12 @@ class CudaBackend final : public BackendImpl {
       stream_gemm1_block_activation(g1, ap, b.h, stream);
       mark(2);
       quantise_bf16_rows();
+    } else if (!w4_ && stream_gemm1_channel_act_applies(g1, path1_, ap)) {
+      // fp8-channel in the few-rows range: per-channel dequant in the epilogue, bf16 rows, then
+      // only their per-row quantisation (as the large-batch path).
+      stream_gemm1_channel_activation(g1, ap, b.h, stream);
+      mark(2);
+      quantise_bf16_rows();
     } else {
       if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);

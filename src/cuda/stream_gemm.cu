@@ -365,6 +365,10 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           const bool gate_first = p.order == GateUpOrder::GATE_UP;
           const float bg = p.bias ? p.bias[static_cast<int64_t>(e) * p.R + gi] : 0.0f;
           const float bu = p.bias ? p.bias[static_cast<int64_t>(e) * p.R + ui] : 0.0f;
+          // fp8-channel (stream_gemm1_channel_activation): the columns' weight scales.
+          const bool channel = p.dq.kind == Dequant::CHANNEL;
+          const float wg = channel ? p.dq.w[static_cast<int64_t>(e) * p.R + gi] : 1.0f;
+          const float wu = channel ? p.dq.w[static_cast<int64_t>(e) * p.R + ui] : 1.0f;
 #pragma unroll 1
           for (int j = 0; j < nt; ++j) {
             const float f0 = acc[0], f1 = acc[1], s0 = acc[2], s1 = acc[3];
@@ -375,7 +379,9 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
               const int r = tb * T + j * 8 + 2 * t + q;
               if (r >= rows) break;
               const float first = q ? f1 : f0, second = q ? s1 : s0;
-              act_out.store(p, row0 + r, o, gate_first ? first : second, gate_first ? second : first, bg, bu);
+              const float gv = gate_first ? first : second, uv = gate_first ? second : first;
+              if (channel) act_out.store_channel(p, row0 + r, o, gv, uv, bg, bu, wg, wu);
+              else act_out.store(p, row0 + r, o, gv, uv, bg, bu);
             }
           }
         }
@@ -520,6 +526,27 @@ void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationPa
   count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
   // The activation's bf16 rows [rows, N] (act_dtype): the quantise-only pass makes GEMM2's operand.
   launch<Operand::FP8, true, true>(g1, stream, tile, bf16_rows_output(p, act_bf16));
+}
+
+bool stream_gemm1_channel_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
+  if (path != GemmPath::SM90_TMA || !stream_gemm_takes(g1, path) || g1.op != Operand::FP8 || p.op != Operand::FP8)
+    return false;
+  // Per-channel dequant (row activation scale x column weight scale), bf16 rows out for the per-row
+  // fp8 quantise-only pass (8-wide vectors: N a multiple of 8, which gated_act_shape_ok asks too).
+  return p.dq.kind == Dequant::CHANNEL && p.quant == Fp8Quant::ROW && p.act_dtype == DType::BF16 &&
+         gated_act_shape_ok(g1, p);
+}
+
+void stream_gemm1_channel_activation(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16,
+                                     cudaStream_t stream, StreamTile tile) {
+  if (!stream_gemm1_channel_act_applies(g1, GemmPath::SM90_TMA, p))
+    throw Error("stream GEMM1 + activation (fp8-channel): called for a problem it does not take "
+                "(stream_gemm1_channel_act_applies: fp8 operands, per-channel dequant, per-row fp8 quantisation of "
+                "bf16 rows, gated activation with R = 2N and N a multiple of 8; N = " + std::to_string(p.N) +
+                ", R = " + std::to_string(p.R) + ")");
+  if (act_bf16 == nullptr) throw Error("stream GEMM1 + activation (fp8-channel): act_bf16 is null");
+  count_fused_gemm1_launch(FusedGemm1::FP8_CHANNEL);
+  launch<Operand::FP8, false, true>(g1, stream, tile, bf16_rows_output(p, act_bf16));
 }
 
 void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,

@@ -62,4 +62,13 @@ bool stream_gemm1_block_act_applies(const GroupedGemmArgs& g1, GemmPath path, co
 void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16,
                                    cudaStream_t stream, StreamTile tile = StreamTile::AUTO);
 
+// The same for fp8-channel GEMM1 (path SM90_TMA, per-channel dequant: each sum times its row's
+// activation scale and its column's weight scale, as the activation kernel's fix_h): the
+// activation written as bf16 rows [rows, N] to act_bf16 (h's buffer), which the activation kernel's
+// quantise-only pass turns into GEMM2's per-row fp8 operand - the large-batch path's
+// (run_grouped_gemm1_channel_act) steps in the few-rows range.
+bool stream_gemm1_channel_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p);
+void stream_gemm1_channel_activation(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16,
+                                     cudaStream_t stream, StreamTile tile = StreamTile::AUTO);
+
 }  // namespace fusedmoe::cuda

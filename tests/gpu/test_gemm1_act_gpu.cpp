@@ -189,6 +189,37 @@ INSTANTIATE_TEST_SUITE_P(Activations, Gemm1ChannelActGpu,
                          ::testing::Combine(::testing::Range(0, 4), ::testing::Range(0, 2), ::testing::Bool()),
                          channel_case_name);
 
+// fp8-channel in the few-rows range: the stream GEMM's GEMM1 + activation with the per-channel
+// dequant, bf16 rows, then their per-row quantisation (stream_gemm1_channel_act_applies): 20 rows
+// per expert (the 64-row token tile) and 60 (the 128-row tile), every gated activation, both
+// orders, bias / router weight on input, both row layouts, against the oracle.
+class StreamChannelActGpu : public ::testing::TestWithParam<std::tuple<int, int, bool, bool>> {};
+
+TEST_P(StreamChannelActGpu, MatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  const auto [ai, variant, halves, wide] = GetParam();
+  Case c = fused_case(1, kActs[ai], variant, halves);
+  c.format = Format::FP8_CHANNEL;
+  c.fp8_static = false;
+  c.topk = 2;
+  c.E = 8;
+  c.M = wide ? 240 : 80;
+  c.K = 1024;
+  c.seed += 700;
+  expect_fused_gemm1(cuda::FusedGemm1::FP8_CHANNEL, true, [&] { check_case(c); });
+}
+
+std::string stream_channel_case_name(const ::testing::TestParamInfo<std::tuple<int, int, bool, bool>>& info) {
+  const auto [ai, variant, halves, wide] = info.param;
+  return std::string(activation_name(kActs[ai])) + (variant == 0 ? "_gate_up" : "_up_gate_bias_oninput") +
+         (halves ? "_halves" : "_interleaved") + (wide ? "_60rows" : "_20rows");
+}
+
+INSTANTIATE_TEST_SUITE_P(Activations, StreamChannelActGpu,
+                         ::testing::Combine(::testing::Range(0, 4), ::testing::Range(0, 2), ::testing::Bool(),
+                                            ::testing::Bool()),
+                         stream_channel_case_name);
+
 // Paths that stay unfused: dynamic fp8-tensor (its scale needs every output's amax) and decode
 // sizes (small-M kernels); fp8-channel here runs fused (above); checked against the oracle.
 TEST(Gemm1ActPathsGpu, UnfusedCasesMatchOracle) {
