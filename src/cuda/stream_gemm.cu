@@ -256,27 +256,24 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           // overlaps that wait instead of following it (one warp serves every stage): fp8-block
           // layers 0.974-0.998x (H100, bench/results/2026-11-27-h100-stream-fp8-wide).
           float a_pre[kBlock ? T / 32 : 1], sb[kHalves];
-          auto load_scales = [&] {  // a no-op without block scales
-            if constexpr (kBlock) {
-              // Expert e's activation scales: [k / 128, rows] column-major from row0 * k / 128 on.
-              // Weight block scales [groups, weight rows / 128, k / 128]; kAct: block nb's gate rows
-              // are weight rows 64 nb .., its up rows n + 64 nb .. (halves, n = N a multiple of 128).
-              const float* sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
-              if constexpr (kAct) {
-                const int64_t wblocks = 2 * (n / 128), base = static_cast<int64_t>(e) * wblocks;
-                sb[0] = __ldg(b_scale + (base + (64 * nb) / 128) * kblocks + ks);
-                sb[kHalves - 1] = __ldg(b_scale + (base + (n + 64 * nb) / 128) * kblocks + ks);
-              } else {
-                sb[0] = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
-              }
-#pragma unroll
-              for (int i = 0; i < T / 32; ++i) {
-                const int row = tb * T + lane + 32 * i;
-                a_pre[i] = row < rows ? __ldg(sa + row) : 0.0f;
-              }
+          if constexpr (kBlock) {
+            // Expert e's activation scales: [k / 128, rows] column-major from row0 * k / 128 on.
+            // Weight block scales [groups, weight rows / 128, k / 128]; kAct: block nb's gate rows
+            // are weight rows 64 nb .., its up rows n + 64 nb .. (halves, n = N a multiple of 128).
+            const float* sa = a_scale + static_cast<int64_t>(row0) * kblocks + static_cast<int64_t>(ks) * rows;
+            if constexpr (kAct) {
+              const int64_t wblocks = 2 * (n / 128), base = static_cast<int64_t>(e) * wblocks;
+              sb[0] = __ldg(b_scale + (base + (64 * nb) / 128) * kblocks + ks);
+              sb[kHalves - 1] = __ldg(b_scale + (base + (n + 64 * nb) / 128) * kblocks + ks);
+            } else {
+              sb[0] = __ldg(b_scale + (static_cast<int64_t>(e) * (n / 128) + nb) * kblocks + ks);
             }
-          };
-          load_scales();
+#pragma unroll
+            for (int i = 0; i < T / 32; ++i) {
+              const int row = tb * T + lane + 32 * i;
+              a_pre[i] = row < rows ? __ldg(sa + row) : 0.0f;
+            }
+          }
           if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
           if (lane == 0) {
             uint8_t* st = smem + s * stage_bytes<T>();
@@ -507,6 +504,19 @@ bool stream_gemm1_act_applies(const GroupedGemmArgs& g1, GemmPath path, const Ac
   return quant_ok && (p.dq.kind == Dequant::NONE || p.dq.kind == Dequant::TENSOR) && gated_act_shape_ok(g1, p);
 }
 
+namespace {
+// The fp8 GEMM1 + activation launches that write the activation as bf16 rows [rows, N] (h's
+// buffer) for the quantise-only pass that makes GEMM2's operand (fp8-block: kBlock, 1 x 128
+// groups; fp8-channel: per row), once their rules held; counted as that fused kind.
+template <bool kBlock>
+void launch_bf16_rows(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16, cudaStream_t stream,
+                      StreamTile tile, FusedGemm1 kind, const char* format) {
+  if (act_bf16 == nullptr) throw Error(std::string("stream GEMM1 + activation (") + format + "): act_bf16 is null");
+  count_fused_gemm1_launch(kind);
+  launch<Operand::FP8, kBlock, true>(g1, stream, tile, bf16_rows_output(p, act_bf16));
+}
+}  // namespace
+
 bool stream_gemm1_block_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
   if (path != GemmPath::SM90_FP8_BLOCK || !stream_gemm_takes(g1, path) || g1.op != Operand::FP8) return false;
   // Halves only, N a multiple of 128 (a block's gate and up rows each inside one 128-row scale
@@ -522,10 +532,7 @@ void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationPa
     throw Error("stream GEMM1 + activation (fp8-block): called for a problem it does not take "
                 "(stream_gemm1_block_act_applies: gated activation in halves, R = 2N with N a multiple of 128, "
                 "1 x 128 quantisation of bf16 rows; N = " + std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
-  if (act_bf16 == nullptr) throw Error("stream GEMM1 + activation (fp8-block): act_bf16 is null");
-  count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
-  // The activation's bf16 rows [rows, N] (act_dtype): the quantise-only pass makes GEMM2's operand.
-  launch<Operand::FP8, true, true>(g1, stream, tile, bf16_rows_output(p, act_bf16));
+  launch_bf16_rows<true>(g1, p, act_bf16, stream, tile, FusedGemm1::FP8_BLOCK, "fp8-block");
 }
 
 bool stream_gemm1_channel_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p) {
@@ -544,9 +551,7 @@ void stream_gemm1_channel_activation(const GroupedGemmArgs& g1, const Activation
                 "(stream_gemm1_channel_act_applies: fp8 operands, per-channel dequant, per-row fp8 quantisation of "
                 "bf16 rows, gated activation with R = 2N and N a multiple of 8; N = " + std::to_string(p.N) +
                 ", R = " + std::to_string(p.R) + ")");
-  if (act_bf16 == nullptr) throw Error("stream GEMM1 + activation (fp8-channel): act_bf16 is null");
-  count_fused_gemm1_launch(FusedGemm1::FP8_CHANNEL);
-  launch<Operand::FP8, false, true>(g1, stream, tile, bf16_rows_output(p, act_bf16));
+  launch_bf16_rows<false>(g1, p, act_bf16, stream, tile, FusedGemm1::FP8_CHANNEL, "fp8-channel");
 }
 
 void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,
