@@ -323,7 +323,15 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
         const int s = it % S;
         mbar_wait(&full[s], (it / S) & 1);
         const uint32_t st = smem_u32(smem + s * stage_bytes<T>()), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
-        if constexpr (kPromote) mma_stage<OP>(part, sw, sx, nw, false);
+        if constexpr (kPromote) {
+          // The stage's sums from zeroed registers (accumulate on), not from the wgmma's
+          // accumulate-off first step: with that step ptxas serialised every wgmma of the
+          // promoted instances ("insufficient register resources for the wgmma pipeline",
+          // C7511). Same sums: the products plus +0.
+#pragma unroll
+          for (int i = 0; i < T / 2; ++i) part[i] = 0.0f;
+          mma_stage<OP>(part, sw, sx, nw, true);
+        }
         else mma_stage<OP>(acc, sw, sx, nw, true);
         if constexpr (kPromote && !kBlock) {
 #pragma unroll
