@@ -203,10 +203,16 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
                                                                   const __grid_constant__ CUtensorMap map_a,
                                                                   void* __restrict__ d, bool d16, int n, int64_t k_bytes,
                                                                   int groups, const int32_t* __restrict__ offsets,
-                                                                  int nb_per_cta, const float* __restrict__ a_scale,
+                                                                  int nb_per_cta, bool early, const float* __restrict__ a_scale,
                                                                   const float* __restrict__ b_scale,
                                                                   const __grid_constant__ ActivationParams p) {
-  chain_wait();
+  // early (GroupedGemmArgs::offsets_final_at_launch): before chain_wait() (chained_launch.cuh) the
+  // CTA reads only what is final when it starts - the plan's expert offsets, written at least two
+  // chained kernels earlier (through L2: active_expert, __ldcg) - and issues the weight copies of
+  // its first ring stages (the weights are the layer's constants); the activation rows, scales and
+  // D only after its wait. Every thread waits before it exits or touches the previous kernel's
+  // output. Without early (the plan in the kernel right before) it waits first.
+  if (!early) chain_wait();
   extern __shared__ uint8_t smem_raw[];
   __shared__ uint64_t full[S], empty[S];
   // kBlock: activation scale x weight-block scale of each token row of the stage's k block,
@@ -217,13 +223,19 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   uint8_t* smem = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(smem_raw) + 1023) & ~uintptr_t{1023});
 
   const int e = active_expert<kWarps>(offsets, groups, blockIdx.y);
-  if (e < 0) return;
-  const int row0 = __ldg(offsets + e), rows = __ldg(offsets + e + 1) - row0;
+  if (e < 0) {
+    if (early) chain_wait();
+    return;
+  }
+  const int row0 = __ldcg(offsets + e), rows = __ldcg(offsets + e + 1) - row0;
   constexpr int kBlockCols = kAct ? kBN / 2 : kBN;  // outputs (kAct) or D columns per weight block
   const int nblocks = (n + kBlockCols - 1) / kBlockCols;
   const int nb0 = blockIdx.x * nb_per_cta;
   const int nbn = min(nb_per_cta, nblocks - nb0);
-  if (nbn <= 0) return;
+  if (nbn <= 0) {
+    if (early) chain_wait();
+    return;
+  }
   const int ksteps = static_cast<int>((k_bytes + kStageK - 1) / kStageK);
   const int batches = (rows + T - 1) / T;
   const int kblocks = static_cast<int>(k_bytes / 128);  // kBlock: fp8, k a multiple of 128
@@ -242,6 +254,23 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   __syncthreads();
 
   if (warp == kConsumerWarps) {  // producer
+    // early: the first batch's first stages' weight copies before the wait (each stage's
+    // expect_tx declares its activation bytes too, so no stage completes before those land).
+    const int pre = early ? min(S, nbn * ksteps) : 0;
+    if (early) {
+      if (lane == 0) {
+        const int tok = min(T, rows);
+        const uint32_t bytes = kWBytes + ((tok + kTokBox - 1) / kTokBox) * kTokBox * kStageK;
+        for (int i = 0; i < pre; ++i) {
+          const int nb = nb0 + i / ksteps, ks = i % ksteps;
+          uint8_t* st = smem + i * stage_bytes<T>();
+          mbar_expect_tx(&full[i], bytes);
+          if constexpr (kAct) tma_load_5d(st, &map_b, ks * kStageK, nb * (kBlockCols / 8), e, &full[i]);
+          else tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[i]);
+        }
+      }
+      chain_wait();
+    }
     if (!kBlock && lane != 0) return;
     int it = 0;
     for (int tb = 0; tb < batches; ++tb) {
@@ -277,9 +306,11 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
           if (lane == 0) {
             uint8_t* st = smem + s * stage_bytes<T>();
-            mbar_expect_tx(&full[s], bytes);
-            if constexpr (kAct) tma_load_5d(st, &map_b, ks * kStageK, nb * (kBlockCols / 8), e, &full[s]);
-            else tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
+            if (it >= pre) {  // else issued before the wait
+              mbar_expect_tx(&full[s], bytes);
+              if constexpr (kAct) tma_load_5d(st, &map_b, ks * kStageK, nb * (kBlockCols / 8), e, &full[s]);
+              else tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
+            }
             for (int bx = 0; bx < boxes; ++bx)
               tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK,
                           row0 + tb * T + bx * kTokBox, &full[s]);
@@ -297,6 +328,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     return;
   }
 
+  if (early) chain_wait();
   // Consumers: warpgroup wg multiplies weight rows 64 wg .. 64 wg + 63 of the block; in it, warp
   // w4 holds rows 16 w4 + g and 16 w4 + g + 8 of every 8-token column block j (d[4 j .. 4 j + 3]:
   // tokens 8 j + 2 t, 8 j + 2 t + 1 of row g, then of row g + 8), as mma.sync's C fragment.
@@ -462,7 +494,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
     opt_in_dynamic_smem<kernel>(smem_bytes<S, T>());                                                          \
     launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<S, T>(), stream, map_b, map_a,                 \
                    g.d, !kAct && g.d_dtype == DType::BF16, static_cast<int>(cols), k_bytes, g.groups,          \
-                   g.expert_offsets, per,                                                                     \
+                   g.expert_offsets, per, g.offsets_final_at_launch,                                          \
                    g.a_scale, g.b_scale, p);                                                                  \
   } while (0)
   if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g)))

@@ -84,6 +84,7 @@ std::vector<std::string> kernel_first_statements(const std::string& code, std::v
 // (see the comment at their chain_wait()).
 const char* const kEarlyStart[] = {
     "small_m_gemm_kernel",  // with kEarly: the plan's expert offsets (>= 2 chained kernels back), the weights
+    "stream_gemm_kernel",   // with early: the same offsets, its first stages' weight copies
 };
 
 bool early_start(const std::string& name) {
