@@ -15,9 +15,10 @@
 // the kernel reads or writes can race the previous kernel; only then does it let its own
 // successor launch. By induction, when a chained kernel starts, the kernel two places before it
 // has completed (every block passes the wait before it exits, including blocks without work).
-// The one reviewed exception, small_m_gemm_kernel, reads the plan's offsets before its wait on that
-// guarantee; where the kernel right before wrote them (the plan inside the gather) it is told so
-// (GroupedGemmArgs::offsets_final_at_launch) and waits first. In a stream without a programmatic predecessor (first kernel, after a memset, a
+// The reviewed exceptions, small_m_gemm_kernel and stream_gemm_kernel, read the plan's offsets (and
+// the constant weights) before their wait on that guarantee; where the kernel right before wrote
+// the offsets (the plan inside the gather) they are told so (GroupedGemmArgs::offsets_final_at_launch)
+// and wait first. In a stream without a programmatic predecessor (first kernel, after a memset, a
 // CUTLASS kernel launched plainly, or a user's kernel) the wait returns at once after the usual
 // stream ordering. Stream capture records the same edges in a CUDA graph.
 #include <cuda_runtime.h>
