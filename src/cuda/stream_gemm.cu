@@ -300,7 +300,9 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
 #pragma unroll
             for (int i = 0; i < T / 32; ++i) {
               const int row = tb * T + lane + 32 * i;
-              a_pre[i] = row < rows ? __ldg(sa + row) : 0.0f;
+              // Through L2 (ld.global.cg), not __ldg: the previous kernel wrote them, and an
+              // invariant (non-coherent) load may be moved above the early start's chain_wait().
+              a_pre[i] = row < rows ? __ldcg(sa + row) : 0.0f;
             }
           }
           if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
