@@ -191,6 +191,21 @@ __device__ __forceinline__ void mma_stage(float (&d)[D], uint32_t sa, uint32_t s
   wg::fence_operand(d);
 }
 
+// A stage's activation boxes for tok token rows, and its transaction bytes (the weight block's
+// part plus those boxes): what the stage's full barrier expects.
+__device__ __forceinline__ int tok_boxes(int tok) { return (tok + kTokBox - 1) / kTokBox; }
+__device__ __forceinline__ uint32_t stage_tx_bytes(int tok) { return kWBytes + tok_boxes(tok) * kTokBox * kStageK; }
+
+// A stage's expect_tx (bytes: stage_tx_bytes) and its weight copy: k step ks of weight block nb
+// of expert e (kAct: the 5-D gate / up map, 64 outputs per block; else the [groups * n, k] map).
+template <bool kAct>
+__device__ __forceinline__ void load_weight_stage(uint8_t* st, const CUtensorMap* map_b, uint64_t* full,
+                                                  uint32_t bytes, int ks, int nb, int e, int n) {
+  mbar_expect_tx(full, bytes);
+  if constexpr (kAct) tma_load_5d(st, map_b, ks * kStageK, nb * (kBN / 16), e, full);
+  else tma_load_2d(st, map_b, ks * kStageK, e * n + nb * kBN, full);
+}
+
 // grid: (CTAs per expert, active experts); block: kWarps warps. nb_per_cta weight blocks per CTA.
 // kAct (GEMM1 + the gated activation, stream_gemm1_activation): map_b is the 5-D gate / up map
 // (act_weight_map) and a weight block is 64 activation outputs: its shared-memory rows 16 w + i
@@ -259,14 +274,10 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     const int pre = early ? min(S, nbn * ksteps) : 0;
     if (early) {
       if (lane == 0) {
-        const int tok = min(T, rows);
-        const uint32_t bytes = kWBytes + ((tok + kTokBox - 1) / kTokBox) * kTokBox * kStageK;
+        const uint32_t bytes = stage_tx_bytes(min(T, rows));
         for (int i = 0; i < pre; ++i) {
           const int nb = nb0 + i / ksteps, ks = i % ksteps;
-          uint8_t* st = smem + i * stage_bytes<T>();
-          mbar_expect_tx(&full[i], bytes);
-          if constexpr (kAct) tma_load_5d(st, &map_b, ks * kStageK, nb * (kBlockCols / 8), e, &full[i]);
-          else tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[i]);
+          load_weight_stage<kAct>(smem + i * stage_bytes<T>(), &map_b, &full[i], bytes, ks, nb, e, n);
         }
       }
       chain_wait();
@@ -275,8 +286,8 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     int it = 0;
     for (int tb = 0; tb < batches; ++tb) {
       const int tok = min(T, rows - tb * T);
-      const int boxes = (tok + kTokBox - 1) / kTokBox;
-      const uint32_t bytes = kWBytes + boxes * kTokBox * kStageK;
+      const int boxes = tok_boxes(tok);
+      const uint32_t bytes = stage_tx_bytes(tok);
       for (int nb = nb0; nb < nb0 + nbn; ++nb)
         for (int ks = 0; ks < ksteps; ++ks, ++it) {
           const int s = it % S;
@@ -308,11 +319,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
           if (lane == 0) {
             uint8_t* st = smem + s * stage_bytes<T>();
-            if (it >= pre) {  // else issued before the wait
-              mbar_expect_tx(&full[s], bytes);
-              if constexpr (kAct) tma_load_5d(st, &map_b, ks * kStageK, nb * (kBlockCols / 8), e, &full[s]);
-              else tma_load_2d(st, &map_b, ks * kStageK, e * n + nb * kBN, &full[s]);
-            }
+            if (it >= pre) load_weight_stage<kAct>(st, &map_b, &full[s], bytes, ks, nb, e, n);  // else before the wait
             for (int bx = 0; bx < boxes; ++bx)
               tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK,
                           row0 + tb * T + bx * kTokBox, &full[s]);
