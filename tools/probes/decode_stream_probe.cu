@@ -14,7 +14,8 @@
 // With --w2 the W2 bytes of the same experts are copied by bulk copies concurrently (the layer
 // reads them during GEMM1 into shared memory).
 //
-// Build: nvcc -O3 -std=c++17 -arch=sm_90a -I src bench/probes/decode_stream_probe.cu -o decode_stream_probe
+// Built as build/tools/probes/decode_stream_probe (tools/probes/CMakeLists.txt), or by hand:
+//   nvcc -O3 -std=c++17 -arch=sm_90a -I src tools/probes/decode_stream_probe.cu -o decode_stream_probe
 // Run:   ./decode_stream_probe [K] [N] [topk] [stages]   (defaults: Qwen3-30B-A3B fp8, 2048 768 8 4)
 #include <cuda_runtime.h>
 
