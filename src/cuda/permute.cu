@@ -21,6 +21,11 @@ namespace {
 
 // Slots per chunk of the general (multi-block) plan; also the limit of the one-block plan.
 constexpr int kChunk = 1024;
+// Slots up to which the whole plan runs in one block (plan_small_kernel) instead of the three
+// chunked kernels. Same-binary A/B on an H100 (bench/results/2026-11-27-h100-block-plan): 2048
+// slots 0.994-0.999x the layer time (Qwen3-30B-A3B / DeepSeek-V3 TP8 at 256 tokens), 8192 slots
+// 1.02-1.04x, 32768 1.07-1.14x.
+constexpr int64_t kBlockPlanSlots = 2048;
 constexpr int kScanThreads = 1024;  // plan_scan_kernel
 constexpr int kFusedPlanSlots = 32;  // plan_gather kernels: one warp places every slot
 
@@ -107,7 +112,7 @@ __device__ void place_slots(int64_t begin, int64_t end, int32_t* run, ExpertOf e
   }
 }
 
-// Places slots [begin, end) (at most kChunk) with the whole block: the range is split into one
+// Places slots [begin, end) with the whole block: the range is split into one
 // contiguous run per warp; each warp counts its run's experts (shared-memory atomics: integer
 // counts do not depend on their order), the counts are scanned over the warps per expert from
 // first_row(e), and every warp places its run. The rows are those of one warp walking the range
@@ -116,7 +121,7 @@ template <typename FirstRow, typename ExpertOf>
 __device__ void place_range(int64_t begin, int64_t end, int E, int32_t* run, FirstRow first_row, ExpertOf ex,
                             const PlanBuffers& p) {
   const int warps = blockDim.x >> 5, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t per = (kChunk + warps - 1) / warps;
+  const int64_t per = (end - begin + warps - 1) / warps;
   const int64_t wb = min(end, begin + warp * per), we = min(end, wb + per);
   int32_t* mine = run + static_cast<int64_t>(warp) * E;
   for (int e = lane; e < E; e += 32) mine[e] = 0;
@@ -138,14 +143,16 @@ __device__ void place_range(int64_t begin, int64_t end, int E, int32_t* run, Fir
   place_slots(wb, we, mine, ex, p);
 }
 
-// Small problems (slots <= kChunk): the whole plan in one block.
+// Small problems (slots <= kBlockPlanSlots): the whole plan in one block. The slots' experts sit
+// in shared memory up to kChunk slots, in the general path's global scratch (slot_expert) above.
 __global__ void plan_small_kernel(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                                   PlanBuffers p) {
   chain_wait();
   extern __shared__ int32_t smem[];
-  int32_t* counts = smem;        // [E]
-  int32_t* ex = smem + E;        // [kChunk]
-  int32_t* run = ex + kChunk;    // place_range's [warps][E]
+  const bool in_smem = slots <= kChunk;
+  int32_t* counts = smem;                             // [E]
+  int32_t* ex = in_smem ? smem + E : p.slot_expert;   // [slots]
+  int32_t* run = smem + E + (in_smem ? kChunk : 0);   // place_range's [warps][E]
   int32_t* tiles = run;          // [E], done with before place_range
   for (int e = threadIdx.x; e < E; e += blockDim.x) counts[e] = 0;
   __syncthreads();
@@ -715,6 +722,7 @@ int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
 
 int64_t plan_chunks(int64_t slots) { return (slots + kChunk - 1) / kChunk; }
 
+
 void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                  const PlanBuffers& p, cudaStream_t stream) {
   if (slots <= kFusedPlanSlots) {  // bench/results/2026-11-22-h100-plan-tiny
@@ -722,9 +730,10 @@ void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, 
     launch_chained(plan_tiny_kernel, 1, 128, 0, stream, a);
     return;
   }
-  if (slots <= kChunk) {
-    const int warps = place_warps(E, E + kChunk);
-    const size_t smem = (static_cast<size_t>(E) + kChunk + static_cast<size_t>(warps) * E) * sizeof(int32_t);
+  if (slots <= kBlockPlanSlots) {
+    const int other = E + (slots <= kChunk ? kChunk : 0);
+    const int warps = place_warps(E, other);
+    const size_t smem = (static_cast<size_t>(other) + static_cast<size_t>(warps) * E) * sizeof(int32_t);
     launch_chained(plan_small_kernel, 1, 32 * warps, smem, stream, ids, emap, slots, E, num_global, p);
     return;
   }
