@@ -10,7 +10,9 @@
 //   bulk  - a producer thread per CTA copies each task's gate and up rows (two contiguous runs)
 //           into a ring of shared-memory stages with cp.async.bulk; 16 consumer warps read them;
 //   flat  - the same bytes as one contiguous share per CTA, register loads, 8 in flight per lane
-//           (how the HBM read ceiling is measured): the upper bound for this much data.
+//           (how the HBM read ceiling is measured): the upper bound for this much data;
+//   regs nobar / rowmajor - the regs tasks without the half barrier, and each task's rows read as
+//           512 contiguous bytes per warp load (with and without the barrier).
 // With --w2 the W2 bytes of the same experts are copied by bulk copies concurrently (the layer
 // reads them during GEMM1 into shared memory).
 //
@@ -98,6 +100,50 @@ __global__ void __launch_bounds__(512, 1) regs_kernel(Shape s, bool w2, uint32_t
   if (w2 && tid == 0 && !issued) issue_w2(s, smem, &w2_bar);
   if (w2) mbar_wait(&w2_bar, 0);
   if (acc == 0x12345678u) sink[0] = acc;  // keeps the loads
+}
+
+// regs, with the layer's lane mapping (kRowMajor = false) or each task's 32 KB read as one run of
+// 16-byte chunks by the half's 256 threads (kRowMajor: 512 contiguous bytes per warp load), with
+// or without the half barrier per task.
+template <bool kRowMajor, bool kBarrier>
+__global__ void __launch_bounds__(512, 1) regs_variant_kernel(Shape s, uint32_t* sink) {
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  const int half = warp / kHalfWarps, hw = warp % kHalfWarps, ht = tid % 256;
+  const int64_t blocks = s.N / kOuts, tasks = s.topk * blocks, kblocks = s.K / 64;
+  uint32_t acc = 0;
+  for (int64_t task = blockIdx.x * 2 + half; task < tasks; task += gridDim.x * 2) {
+    const int64_t e = s.experts[task / blocks], n0 = (task % blocks) * kOuts;
+    if constexpr (kRowMajor) {
+      // gate rows n0..n0+7 then up rows: two contiguous 8 x K runs.
+      const uint8_t* gate = s.w13 + (e * 2 * s.N + n0) * s.K;
+      const uint8_t* up = s.w13 + (e * 2 * s.N + s.N + n0) * s.K;
+      const int64_t chunks = kOuts * s.K / 16;  // per half-run
+      for (int64_t c = ht; c < chunks; c += 256 * kUnroll) {
+        uint4 a[kUnroll], b[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) {
+          const int64_t cc = c + u * 256;
+          a[u] = cc < chunks ? ld_stream(gate + cc * 16) : make_uint4(0, 0, 0, 0);
+          b[u] = cc < chunks ? ld_stream(up + cc * 16) : make_uint4(0, 0, 0, 0);
+        }
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) acc += fold(a[u]) ^ fold(b[u]);
+      }
+    } else {
+      const int64_t n = n0 + g;
+      const uint8_t* wg = s.w13 + (e * 2 * s.N + n) * s.K + 16 * t;
+      const uint8_t* wu = s.w13 + (e * 2 * s.N + s.N + n) * s.K + 16 * t;
+      for (int64_t kb = hw * kUnroll; kb < kblocks; kb += kHalfWarps * kUnroll) {
+        uint4 a[kUnroll], b[kUnroll];
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) a[u] = ld_stream(wg + (kb + u) * 64), b[u] = ld_stream(wu + (kb + u) * 64);
+#pragma unroll
+        for (int u = 0; u < kUnroll; ++u) acc += fold(a[u]) ^ fold(b[u]);
+      }
+    }
+    if constexpr (kBarrier) asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
+  }
+  if (acc == 0x12345678u) sink[0] = acc;
 }
 
 // bulk: a producer thread fills a ring of task stages (gate rows, then up rows) with bulk copies;
@@ -235,6 +281,9 @@ int main(int argc, char** argv) {
   time("regs g1", g1, [&] { regs_kernel<<<sms, 512, 0>>>(s, false, sink); });
   time("regs g1+w2", g1 + w2b, [&] { regs_kernel<<<sms, 512, w2_smem>>>(s, true, sink); });
   time("bulk g1", g1, [&] { bulk_kernel<<<sms, 544, stages * task_bytes>>>(s, false, stages, sink); });
+  time("regs nobar", g1, [&] { regs_variant_kernel<false, false><<<sms, 512>>>(s, sink); });
+  time("rowmajor bar", g1, [&] { regs_variant_kernel<true, true><<<sms, 512>>>(s, sink); });
+  time("rowmajor nobar", g1, [&] { regs_variant_kernel<true, false><<<sms, 512>>>(s, sink); });
   if (stages_w2 >= 1)
     time("bulk g1+w2", g1 + w2b, [&] { bulk_kernel<<<sms, 544, bulk_smem>>>(s, true, stages_w2, sink); });
   // An empty launch: the fixed cost every row above includes.
