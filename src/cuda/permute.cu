@@ -219,9 +219,13 @@ __global__ void plan_place_kernel(int64_t slots, int E, PlanBuffers p) {
 }
 
 // Warps of a place_range block: up to 32, while their [warps][E] counts and `other` ints of
-// shared memory fit in 48 KB.
+// dynamic shared memory fit in 48 KB beside the kernels' static shared memory (block_exclusive_scan's
+// 33 ints; kStaticSmemInts reserves 64). Without the reserve the dynamic part reached exactly 48 KB
+// where 48 KB / 4 - other is a multiple of E (E = 512 at up to 2048 slots, E = 384, 2816, ...) and
+// the launch failed.
+constexpr int kStaticSmemInts = 64;
 int place_warps(int E, int other = 0) {
-  const int64_t fit = (12288 - other) / std::max(E, 1);
+  const int64_t fit = (12288 - kStaticSmemInts - other) / std::max(E, 1);
   return static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(32, fit)));
 }
 
@@ -721,7 +725,6 @@ int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
 }  // namespace
 
 int64_t plan_chunks(int64_t slots) { return (slots + kChunk - 1) / kChunk; }
-
 
 void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                  const PlanBuffers& p, cudaStream_t stream) {

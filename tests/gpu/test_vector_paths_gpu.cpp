@@ -124,7 +124,7 @@ DeviceBuffer random_input_scales(int E, std::mt19937& rng) {
 // E = 4 crowds all 32 on a few experts, E = 3000 spreads them. E = 3000 leaves room for only a
 // few placing warps. Up to 2048 slots (kBlockPlanSlots) the plan is one block - its slots'
 // experts in shared memory up to 1024 slots, in global scratch above - and three chunked kernels
-// past that (2049, 20000, 65536).
+// past that (2049, 20000, 65536); expert counts up to kMaxExperts (4096).
 TEST(PlanGpu, RowsByExpertThenSlot) {
   FMOE_REQUIRE_GPU();
   struct P {
@@ -136,6 +136,10 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
                     P{256, 64, false}, P{3000, 65, true}, P{8, 37, false},
                     P{256, 1024, false}, P{256, 1025, true}, P{256, 2048, true}, P{3000, 2048, false},
                     P{256, 2049, true}, P{256, 20000, false},
+                    // Expert counts whose warps' counts filled the one-block plan's 48 KB exactly
+                    // (launch failure before the static shared memory was reserved).
+                    P{512, 1000, false}, P{512, 2048, true}, P{384, 1500, false}, P{2816, 1000, true},
+                    P{4096, 2048, false}, P{4096, 5000, true},
                     P{3000, 900, true}, P{3000, 20000, false}, P{128, 65536, true}}) {
     SCOPED_TRACE("E=" + std::to_string(c.E) + " slots=" + std::to_string(c.slots) + (c.mapped ? " mapped" : ""));
     std::mt19937 rng(static_cast<uint32_t>(c.E * 7 + c.slots));
