@@ -64,7 +64,7 @@ constexpr int kSimtTileM = 64;
 
 // ---------------------------------------------------------------- permute.cu
 struct PlanBuffers {
-  int32_t* slot_expert = nullptr;     // [slots] local expert or -1 (scratch of the chunked plan and of the one-block plan past 1024 slots)
+  int32_t* slot_expert = nullptr;     // [slots] local expert or -1 (plan scratch: chunked, or one block > 1024 slots)
   int32_t* slot_row = nullptr;        // [slots] row of the slot, or -1 (contributes nothing)
   int32_t* row_slot = nullptr;        // [slots] slot of each row (first offsets[E] valid)
   int32_t* row_expert = nullptr;      // [slots] expert of each row

@@ -72,45 +72,22 @@ __device__ void issue_w2(const Shape& s, uint8_t* dst, uint64_t* bar) {
 
 constexpr int kOuts = 8, kHalfWarps = 8, kUnroll = 4;
 
-// regs: decode_layer.cu's GEMM1 load pattern (512 threads, two halves of 8 warps).
+// regs: decode_layer.cu's GEMM1 tasks (512 threads, two halves of 8 warps), with the layer's lane
+// mapping (kRowMajor = false: a warp load is 8 rows x 64 bytes, the mma.sync fragment's rows) or
+// each task's 32 KB read as one run of 16-byte chunks by the half's 256 threads (kRowMajor: 512
+// contiguous bytes per warp load), with or without the half barrier per task; w2: thread 0 issues
+// the W2 slices after its first task, as the layer.
+template <bool kRowMajor, bool kBarrier>
 __global__ void __launch_bounds__(512, 1) regs_kernel(Shape s, bool w2, uint32_t* sink) {
   extern __shared__ __align__(128) uint8_t smem[];
   __shared__ __align__(8) uint64_t w2_bar;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int half = warp / kHalfWarps, hw = warp % kHalfWarps;
+  const int half = warp / kHalfWarps, hw = warp % kHalfWarps, ht = tid % 256;
   if (tid == 0) mbar_init(&w2_bar, 1);
   __syncthreads();
   const int64_t blocks = s.N / kOuts, tasks = s.topk * blocks, kblocks = s.K / 64;
   uint32_t acc = 0;
   bool issued = false;
-  for (int64_t task = blockIdx.x * 2 + half; task < tasks; task += gridDim.x * 2) {
-    const int64_t e = s.experts[task / blocks], n = (task % blocks) * kOuts + g;
-    const uint8_t* wg = s.w13 + (e * 2 * s.N + n) * s.K + 16 * t;
-    const uint8_t* wu = s.w13 + (e * 2 * s.N + s.N + n) * s.K + 16 * t;
-    for (int64_t kb = hw * kUnroll; kb < kblocks; kb += kHalfWarps * kUnroll) {
-      uint4 a[kUnroll], b[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) a[u] = ld_stream(wg + (kb + u) * 64), b[u] = ld_stream(wu + (kb + u) * 64);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) acc += fold(a[u]) ^ fold(b[u]);
-    }
-    if (w2 && tid == 0 && !issued) issue_w2(s, smem, &w2_bar), issued = true;
-    asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
-  }
-  if (w2 && tid == 0 && !issued) issue_w2(s, smem, &w2_bar);
-  if (w2) mbar_wait(&w2_bar, 0);
-  if (acc == 0x12345678u) sink[0] = acc;  // keeps the loads
-}
-
-// regs, with the layer's lane mapping (kRowMajor = false) or each task's 32 KB read as one run of
-// 16-byte chunks by the half's 256 threads (kRowMajor: 512 contiguous bytes per warp load), with
-// or without the half barrier per task.
-template <bool kRowMajor, bool kBarrier>
-__global__ void __launch_bounds__(512, 1) regs_variant_kernel(Shape s, uint32_t* sink) {
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  const int half = warp / kHalfWarps, hw = warp % kHalfWarps, ht = tid % 256;
-  const int64_t blocks = s.N / kOuts, tasks = s.topk * blocks, kblocks = s.K / 64;
-  uint32_t acc = 0;
   for (int64_t task = blockIdx.x * 2 + half; task < tasks; task += gridDim.x * 2) {
     const int64_t e = s.experts[task / blocks], n0 = (task % blocks) * kOuts;
     if constexpr (kRowMajor) {
@@ -141,9 +118,12 @@ __global__ void __launch_bounds__(512, 1) regs_variant_kernel(Shape s, uint32_t*
         for (int u = 0; u < kUnroll; ++u) acc += fold(a[u]) ^ fold(b[u]);
       }
     }
+    if (w2 && tid == 0 && !issued) issue_w2(s, smem, &w2_bar), issued = true;
     if constexpr (kBarrier) asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
   }
-  if (acc == 0x12345678u) sink[0] = acc;
+  if (w2 && tid == 0 && !issued) issue_w2(s, smem, &w2_bar);
+  if (w2) mbar_wait(&w2_bar, 0);
+  if (acc == 0x12345678u) sink[0] = acc;  // keeps the loads
 }
 
 // bulk: a producer thread fills a ring of task stages (gate rows, then up rows) with bulk copies;
@@ -241,7 +221,7 @@ int main(int argc, char** argv) {
   const int64_t cols = (K + sms - 1) / sms;
   const int64_t w2_smem = topk * cols * N;
   const int64_t g1 = topk * 2 * N * K;  // GEMM1 bytes of the token's experts
-  CK(cudaFuncSetAttribute(regs_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
+  CK(cudaFuncSetAttribute(regs_kernel<false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024));
   CK(cudaFuncSetAttribute(bulk_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 220 * 1024));
   const int64_t task_bytes = 2 * kOuts * K;
   // With the W2 slices resident, as many stages as still fit.
@@ -278,12 +258,12 @@ int main(int argc, char** argv) {
   const double w2b = static_cast<double>(topk * K * N);
   time("flat g1", g1, [&] { flat_kernel<<<sms, 512>>>(w13, g1, sink); });
   time("flat g1+w2", g1 + w2b, [&] { flat_kernel<<<sms, 512>>>(w13, g1 + static_cast<int64_t>(w2b), sink); });
-  time("regs g1", g1, [&] { regs_kernel<<<sms, 512, 0>>>(s, false, sink); });
-  time("regs g1+w2", g1 + w2b, [&] { regs_kernel<<<sms, 512, w2_smem>>>(s, true, sink); });
+  time("regs g1", g1, [&] { regs_kernel<false, true><<<sms, 512, 0>>>(s, false, sink); });
+  time("regs g1+w2", g1 + w2b, [&] { regs_kernel<false, true><<<sms, 512, w2_smem>>>(s, true, sink); });
   time("bulk g1", g1, [&] { bulk_kernel<<<sms, 544, stages * task_bytes>>>(s, false, stages, sink); });
-  time("regs nobar", g1, [&] { regs_variant_kernel<false, false><<<sms, 512>>>(s, sink); });
-  time("rowmajor bar", g1, [&] { regs_variant_kernel<true, true><<<sms, 512>>>(s, sink); });
-  time("rowmajor nobar", g1, [&] { regs_variant_kernel<true, false><<<sms, 512>>>(s, sink); });
+  time("regs nobar", g1, [&] { regs_kernel<false, false><<<sms, 512>>>(s, false, sink); });
+  time("rowmajor bar", g1, [&] { regs_kernel<true, true><<<sms, 512>>>(s, false, sink); });
+  time("rowmajor nobar", g1, [&] { regs_kernel<true, false><<<sms, 512>>>(s, false, sink); });
   if (stages_w2 >= 1)
     time("bulk g1+w2", g1 + w2b, [&] { bulk_kernel<<<sms, 544, bulk_smem>>>(s, true, stages_w2, sink); });
   // An empty launch: the fixed cost every row above includes.
