@@ -526,6 +526,25 @@ class CudaBackend final : public BackendImpl {
     const bool plan_in_gather = (gemm1_fused || w4_ || decode_stream) &&
                                 args.hidden_states.dtype != DType::F8_E4M3 && plan_gather_fused_applies(gp, slots);
     g1.offsets_final_at_launch = !plan_in_gather;
+    // GEMM1 + activation with its A rows gathered by token inside the mainloop
+    // (sm90_gemm1_gather_applies, sm90_gather_a_mainloop.cuh): bf16 reads hidden_states itself,
+    // static fp8-tensor one row of codes per token (launch_token_codes, into a1's buffer), and
+    // the permute writes no slot rows - at 4096 tokens of DeepSeek-V3 topk x 7168 bytes per token
+    // (fp8) written and read back before.
+    const bool gather_source =
+        !gp.on_input && (op_run == Operand::BF16 ? args.hidden_states.dtype == DType::BF16
+                                                 : op_run == Operand::FP8 && quant1_ == Fp8Quant::TENSOR_STATIC &&
+                                                       args.hidden_states.dtype != DType::F8_E4M3 &&
+                                                       token_codes_applies(gp));
+    const void* gather_x = op_run == Operand::FP8 ? b.a1 : args.hidden_states.data;
+    const bool gather1 = !w4_ && !gemm1_fused && !decode_stream && !plan_in_gather && gather_source &&
+                         sm90_gemm1_gather_applies(g1, path1_, ap, gather_x, M);
+    if (gather1) {
+      g1.gather_x = gather_x;
+      g1.gather_row_slot = b.plan.row_slot;
+      g1.gather_topk = static_cast<int>(topk);
+      g1.gather_tokens = M;
+    }
 
     const int32_t* ids = args.topk_ids.ptr<const int32_t>();
     const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
@@ -601,6 +620,8 @@ class CudaBackend final : public BackendImpl {
       pq.out = static_cast<uint8_t*>(b.a1);
       pq.block = gp.block;
       launch_gather_prequantized(pq, slots, stream);
+    } else if (gather1) {
+      if (op_run == Operand::FP8) launch_token_codes(gp, stream);  // bf16: GEMM1 reads hidden_states
     } else if (plan_in_gather) {
       launch_plan_gather(ids, emap, slots, E, p.num_global_experts, b.plan, gp, stream);
     } else {
@@ -621,7 +642,7 @@ class CudaBackend final : public BackendImpl {
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
-    } else if (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap)) {
+    } else if (gather1 || (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap))) {
       // Large batches of bf16 / static fp8-tensor layers (sm90_gemm1_act_applies): the activation
       // in GEMM1's epilogue (no h, no activation kernel); as above, the activation stage of
       // run_timed() reads 0.

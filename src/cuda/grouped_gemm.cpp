@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 
 #include "cuda/stream_gemm.hpp"
@@ -125,6 +126,7 @@ bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const Activ
 
 namespace {
 std::atomic<int64_t> g_fused_gemm1_launches[static_cast<int>(FusedGemm1::kCount)];
+std::atomic<int64_t> g_gathered_gemm1_launches{0};
 }  // namespace
 
 ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16) {
@@ -141,11 +143,13 @@ void count_fused_gemm1_launch(FusedGemm1 kind) {
 int64_t fused_gemm1_launches(FusedGemm1 kind) {
   return g_fused_gemm1_launches[static_cast<int>(kind)].load(std::memory_order_relaxed);
 }
+int64_t gathered_gemm1_launches() { return g_gathered_gemm1_launches.load(std::memory_order_relaxed); }
 
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream) {
   if (!sm90_gemm1_act_applies(g, GemmPath::SM90_TMA, ap))
     throw Error("grouped GEMM: GEMM1 + activation called for a problem it does not take (sm90_gemm1_act_applies)");
   count_fused_gemm1_launch(FusedGemm1::BF16_OR_FP8_TENSOR);
+  if (g.gather_x != nullptr) g_gathered_gemm1_launches.fetch_add(1, std::memory_order_relaxed);
   switch (g.op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16: sm90_grouped_gemm_bf16_act(g, ap, stream); return;
@@ -155,6 +159,44 @@ void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap,
 #endif
     default: throw Error("grouped GEMM: no GEMM1 + activation instance for this operand type in this build");
   }
+}
+
+namespace {
+std::atomic<int>& gather_mode_flag() {
+  static std::atomic<int> flag{[] {
+    const char* e = std::getenv("FUSEDMOE_GEMM1_GATHER");
+    const std::string v = e != nullptr ? e : "";
+    return static_cast<int>(v == "0" ? Gemm1Gather::OFF : v == "1" ? Gemm1Gather::ON : Gemm1Gather::AUTO);
+  }()};
+  return flag;
+}
+}  // namespace
+
+Gemm1Gather gemm1_gather_mode() { return static_cast<Gemm1Gather>(gather_mode_flag().load()); }
+void set_gemm1_gather_mode(Gemm1Gather mode) { gather_mode_flag().store(static_cast<int>(mode)); }
+
+bool sm90_gemm1_gather_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap, const void* x,
+                               int64_t tokens) {
+  const Gemm1Gather mode = gemm1_gather_mode();
+  if (mode == Gemm1Gather::OFF || !sm90_gemm1_act_applies(g, path, ap)) return false;
+  if (g.op != Operand::BF16 && g.op != Operand::FP8) return false;
+  // 16-byte copies: a 16-byte aligned base, rows a multiple of 16 bytes apart; the mainloop keeps
+  // each row's byte offset in 32 bits.
+  const int64_t row_bytes = g.k * (g.op == Operand::FP8 ? 1 : 2);
+  if (x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 != 0 || row_bytes % 16 != 0 || tokens <= 0 ||
+      tokens * row_bytes > (int64_t{1} << 32))
+    return false;
+  if (mode == Gemm1Gather::ON) return true;
+  // AUTO: the gather's copies go through the LSU at ~16 KB per ~1800 cycles per SM (H100), so the
+  // gathered GEMM1 is slower than the TMA loads of the permuted operand wherever measured; what it
+  // saves is the permute's write and GEMM1's re-read of topk copies of every row. A row is copied
+  // once per column tile, so that pays only with few column tiles (n <= 1024: 4 tiles of 256),
+  // over a long k loop (a tile's first copies wait on its row lookups) and at most 128 rows per
+  // expert on average (the measured range). Same-binary A/B, H100
+  // (bench/results/2026-11-27-h100-gemm1-cpasync): DeepSeek-V3 TP8 at 4096 tokens (n = 512,
+  // K = 7168) 0.85 / 0.92x the layer time (bf16 / fp8-tensor); TP1 (n = 4096) 1.05 / 1.14x,
+  // Mixtral (n = 28672) 1.09-1.26x, Qwen3-30B-A3B (n = 1536, K = 2048) 0.96-1.08x.
+  return g.n <= 1024 && g.k >= 4096 && g.max_rows <= int64_t{128} * g.groups;
 }
 
 bool sm90_gemm1_channel_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap) {

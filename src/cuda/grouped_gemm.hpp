@@ -61,6 +61,13 @@ struct GroupedGemmArgs {
   // fp8-block GEMM1 + activation only (sm90_gemm1_block_act_applies): scratch for the weight
   // scales in its tile order, [groups, n/64, k/128] (gemm1_block_act_scale_bytes).
   float* b_scale_tiles = nullptr;
+  // GEMM1 + activation with its A rows gathered (sm90_gemm1_gather_applies): row r of the
+  // expert-grouped order is row gather_row_slot[r] / gather_topk of gather_x ([gather_tokens, k],
+  // the operand type: hidden_states itself, or its static fp8 codes); `a` is then unused.
+  const void* gather_x = nullptr;
+  const int32_t* gather_row_slot = nullptr;
+  int gather_topk = 1;
+  int64_t gather_tokens = 0;
 };
 
 // The experts that can have rows: at most one per row (grid.y of the per-expert kernels).
@@ -214,6 +221,18 @@ void simt_grouped_gemm(const GroupedGemmArgs& args, cudaStream_t stream);
 // finish alone (a 16-bit operand or a static fp8 tensor scale; dynamic and per-row fp8 scales
 // need every output's amax first).
 bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap);
+// Whether the GEMM1 + activation of sm90_gemm1_act_applies gathers its A rows from a token-major
+// tensor x ([tokens, g.k] of the operand type, 16-byte aligned; GroupedGemmArgs::gather_x): the
+// permute then writes no slot rows. Under Gemm1Gather::AUTO only where it pays (few column tiles,
+// a long k loop, at most 128 rows per expert on average: DeepSeek-V3 TP8-like shapes at large
+// batches; sm90_gather_a_mainloop.cuh), everywhere it can under ON, never under OFF.
+bool sm90_gemm1_gather_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap, const void* x,
+                               int64_t tokens);
+// AUTO unless the environment sets FUSEDMOE_GEMM1_GATHER=0 (OFF) or =1 (ON) - read once: a
+// diagnostic switch for same-binary A/B runs - or set_gemm1_gather_mode() (tests).
+enum class Gemm1Gather : uint8_t { AUTO, ON, OFF };
+Gemm1Gather gemm1_gather_mode();
+void set_gemm1_gather_mode(Gemm1Gather mode);
 // The fused GEMM1 + activation kernels: how many times each was launched in this process (counted
 // on the host by its entry point), for tests that must know which path a layer took - the fused
 // and unfused paths give the same bits, so the output cannot tell.
@@ -223,6 +242,8 @@ void count_fused_gemm1_launch(FusedGemm1 kind);
 // fp8-block): the rounded activation output as bf16 rows into act_bf16 (no quantisation).
 ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16);
 int64_t fused_gemm1_launches(FusedGemm1 kind);
+// Of those (BF16_OR_FP8_TENSOR), the launches with A gathered by token (GroupedGemmArgs::gather_x).
+int64_t gathered_gemm1_launches();
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream);
 size_t sm90_grouped_gemm_bf16_act_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_bf16_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);

@@ -106,6 +106,10 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
 // no router weight on the input, a vector gather's format; permute.cu).
 constexpr int64_t kTokenGatherMinTokens = 256;
 bool token_gather_applies(const GatherParams& p);
+// GEMM1's operand for the gathered GEMM1 (sm90_gemm1_gather_applies): hidden_states' static
+// fp8-tensor codes in token order, [M, K] into p.out (no router weight on the input; permute.cu).
+bool token_codes_applies(const GatherParams& p);
+void launch_token_codes(const GatherParams& p, cudaStream_t stream);
 // Decode-sized calls (at most 32 slots, a vector gather's format): launch_plan and launch_gather
 // in one kernel, the same plan arrays and the same operand rows (permute.cu).
 bool plan_gather_fused_applies(const GatherParams& p, int64_t slots);

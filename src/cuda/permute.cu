@@ -510,6 +510,23 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_vec_kernel(GatherPar
   }
 }
 
+// GEMM1's operand for the gathered GEMM1 (sm90_gemm1_gather_applies): static fp8-tensor codes of
+// hidden_states in token order, one row per token (the codes gather_token_vec_kernel stores to
+// every slot's row); GEMM1 then loads each row of its tiles from here by the row's token.
+__global__ void __launch_bounds__(kVecThreads) quantise_tokens_vec_kernel(GatherParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.K / 8);
+  const float s = tensor_scale_value(p.scale);
+  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      const int64_t k = static_cast<int64_t>(l) * 8;
+      float v[8];
+      gemm1_values8(p, t, 1.0f, k, v);
+      store_packed8(p.out, Operand::FP8, t * p.K + k, pack_gather8(p, v, true, s), KOrder::NATURAL);
+    }
+  }
+}
+
 // ROW (per-token fp8), as gather_row_vec_kernel: the token's amax once, its scale to every row.
 __global__ void __launch_bounds__(kVecThreads) gather_token_row_vec_kernel(GatherParams p) {
   chain_wait();
@@ -780,6 +797,17 @@ bool token_gather_applies(const GatherParams& p) {
   return !p.on_input && p.slot_row != nullptr && p.topk >= 2 && p.M >= kTokenGatherMinTokens &&
          (block_vec_gather_applies(p) || vec_gather_kind(p) != VecGather::NONE ||
           (nvfp4_vec_gather_applies(p) && p.topk <= kTokenNvfp4MaxSlots));
+}
+
+bool token_codes_applies(const GatherParams& p) {
+  return !p.on_input && p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8 && p.K % 8 == 0 &&
+         aligned_to(p.x, 16) && aligned_to(p.out, 16) && p.M > 0;
+}
+
+void launch_token_codes(const GatherParams& p, cudaStream_t stream) {
+  if (!token_codes_applies(p))
+    throw Error("permute: token-major fp8 codes asked for a call they do not take (token_codes_applies)");
+  launch_chained(quantise_tokens_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {

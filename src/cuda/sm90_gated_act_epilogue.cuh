@@ -36,6 +36,7 @@
 #include "cuda/device_utils.cuh"
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/moe_kernels.hpp"
+#include "cuda/sm90_gather_a_mainloop.cuh"
 #include "cuda/sm90_grouped_gemm.cuh"
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
@@ -377,10 +378,12 @@ struct GroupedGemmAct {
   // B as K-major rows with a dynamic l stride (instead of ColumnMajor*'s static 0), so CUTLASS
   // builds a 3-D B descriptor that PairedHalvesMainloop can re-dimension for halves layouts.
   using StrideBTag = cute::Stride<int64_t, cute::Int<1>, int64_t>*;
-  using CollectiveMainloop = PairedHalvesMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
+  // GatherAMainloop: A's rows straight from the token-major input where the call asks for it
+  // (GroupedGemmArgs::gather_x; sm90_gather_a_mainloop.cuh), CUTLASS's loads otherwise.
+  using CollectiveMainloop = PairedHalvesMainloop<GatherAMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignAB, Element,
       StrideBTag, kAlignAB, float, TileShape, typename Config::ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp>;
+      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
@@ -409,14 +412,25 @@ struct GroupedGemmAct {
     return a;
   }
   static typename Gemm::Arguments arguments(const Arrays& arr, int groups, int device, int sm_count,
-                                            const ActivationParams& act, const int32_t* offsets) {
+                                            const ActivationParams& act, const int32_t* offsets,
+                                            const GroupedGemmArgs* g = nullptr) {
     cutlass::KernelHardwareInfo hw;
     hw.device_id = device;
     hw.sm_count = sm_count;
     typename Gemm::Arguments args;
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = {groups, arr.problems, nullptr};
-    args.mainloop = {arr.ptr_a, arr.stride_a, arr.ptr_b, arr.stride_b};
+    args.mainloop.ptr_A = arr.ptr_a;
+    args.mainloop.dA = arr.stride_a;
+    args.mainloop.ptr_B = arr.ptr_b;
+    args.mainloop.dB = arr.stride_b;
+    if (g != nullptr && g->gather_x != nullptr) {
+      args.mainloop.gather_x = g->gather_x;
+      args.mainloop.gather_row_bytes = g->k * static_cast<int64_t>(sizeof(Element));
+      args.mainloop.gather_row_slot = g->gather_row_slot;
+      args.mainloop.gather_offsets = g->expert_offsets;
+      args.mainloop.gather_topk = g->gather_topk;
+    }
     args.epilogue.act = act;
     args.epilogue.offsets = offsets;
     args.hw_info = hw;
@@ -435,14 +449,14 @@ template <class Element, class StrideA, class StrideB, class Shape3>
 __global__ void setup_act_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
                                         const Element* b, Shape3* problems, const Element** ptr_a,
                                         const Element** ptr_b, StrideA* stride_a, StrideB* stride_b,
-                                        bool halves) {
+                                        bool halves, bool gather) {
   chain_wait();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   const int64_t row0 = offsets[g];
   const int rows = offsets[g + 1] - offsets[g];
   problems[g] = Shape3{rows, n, k};
-  ptr_a[g] = a + row0 * k;
+  ptr_a[g] = gather ? a : a + row0 * k;  // gathered: the token-major tensor, rows found per tile
   ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
   stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
   StrideB sb{};
@@ -461,11 +475,12 @@ void GroupedGemmAct<Element, Config, kFp8Out, kChannel>::run(const GroupedGemmAr
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
+  const bool gather = g.gather_x != nullptr;
   launch_chained(setup_act_groups_kernel<Element, StrideA, StrideB, Shape3>, blocks, 128, 0, stream, g.groups,
-                 g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
-                 static_cast<const Element*>(g.b), arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b,
-                 !act.interleaved);
-  const auto args = arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets);
+                 g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k),
+                 static_cast<const Element*>(gather ? g.gather_x : g.a), static_cast<const Element*>(g.b),
+                 arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b, !act.interleaved, gather);
+  const auto args = arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets, &g);
   Gemm gemm;
   check_cutlass(gemm.can_implement(args), "can_implement (GEMM1 + activation)");
   check_cutlass(gemm.initialize(args, arr.cutlass_workspace, stream), "initialize (GEMM1 + activation)");

@@ -1,0 +1,147 @@
+// GEMM1 + activation with its A rows gathered by token inside the mainloop
+// (sm90_gather_a_mainloop.cuh; bf16 from hidden_states, static fp8-tensor from one row of codes
+// per token): the layer's output against the float64 oracle (with graph replay), bitwise equal to
+// the same layer with the gather switched off (the permuted operand and CUTLASS's tile loads: the
+// same operand values land in the same shared-memory places), and the gathered kernel is the one
+// that ran (its launch counter). Rows per expert are not multiples of the 128-row tile, so tiles
+// hold rows past their expert's end (loaded as token 0, never stored); ids out of range and an
+// expert map with unmapped experts leave slots without rows.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "cuda/grouped_gemm.hpp"
+#include "gpu/gpu_test_util.hpp"
+
+namespace fusedmoe::gputest {
+namespace {
+
+// Restores the switch however the test ends.
+struct GatherSwitch {
+  explicit GatherSwitch(cuda::Gemm1Gather mode) : was(cuda::gemm1_gather_mode()) { cuda::set_gemm1_gather_mode(mode); }
+  ~GatherSwitch() { cuda::set_gemm1_gather_mode(was); }
+  cuda::Gemm1Gather was;
+};
+
+Case gather_case(Format format, bool halves, int variant) {
+  Case c;
+  c.format = format;
+  c.fp8_static = format == Format::FP8_TENSOR;
+  c.act = variant == 1 ? Activation::SWIGLUOAI : Activation::SILU;
+  c.w_gain = variant == 1 ? 6.0f : 1.0f;
+  c.interleaved = !halves;
+  c.bias = variant == 1;
+  c.order = variant == 0 ? GateUpOrder::GATE_UP : GateUpOrder::UP_GATE;
+  c.hidden_dtype = DType::BF16;
+  c.topk = variant == 0 ? 2 : 3;
+  c.M = variant == 0 ? 700 : 431;  // 350 / 259 rows per expert: partial last tiles
+  c.K = 512;
+  c.N = halves ? 320 : 200;
+  c.E = variant == 0 ? 4 : 5;
+  c.seed = 7100u + (format == Format::FP8_TENSOR ? 50u : 0u) + (halves ? 5u : 0u) + static_cast<uint64_t>(variant);
+  return c;
+}
+
+void check_gathered(const Case& c, int64_t num_ids, bool with_map) {
+  SCOPED_TRACE(describe(c));
+  const LayerFile lf = make_layer(c);
+  Inputs in = make_inputs(c, num_ids < 0 ? c.E : num_ids);
+  if (with_map) {
+    // Global ids 0..2E-1; the odd ones unmapped (-1), the even ones onto the E local experts.
+    in = make_inputs(c, 2 * c.E);
+    in.has_map = true;
+    in.expert_map = HostTensor(DType::I32, {2 * c.E});
+    for (int64_t g = 0; g < 2 * c.E; ++g) in.expert_map.data<int32_t>()[g] = g % 2 ? -1 : static_cast<int32_t>(g / 2);
+  }
+  const DeviceLayer dl(lf);
+  const Layer layer(lf.config, dl.weights);
+
+  HostTensor gathered, plain;
+  {
+    GatherSwitch on(cuda::Gemm1Gather::ON);
+    const int64_t before = cuda::gathered_gemm1_launches();
+    check_against_oracle(c, lf, in);  // first run, graph replay bitwise equal
+    gathered = run_gpu(layer, in);
+    EXPECT_GT(cuda::gathered_gemm1_launches(), before) << "the gathered GEMM1 did not run";
+  }
+  {
+    GatherSwitch off(cuda::Gemm1Gather::OFF);
+    const int64_t before = cuda::gathered_gemm1_launches();
+    plain = run_gpu(layer, in);
+    EXPECT_EQ(cuda::gathered_gemm1_launches(), before) << "the gathered GEMM1 ran while switched off";
+  }
+  EXPECT_TRUE(test::bitwise_equal(gathered, plain)) << "gathered GEMM1 differs from the permuted operand's";
+}
+
+TEST(Gemm1GatherGpu, MatchesOracleAndPermutedOperand) {
+  FMOE_REQUIRE_GPU();
+  for (Format f : {Format::BF16, Format::FP8_TENSOR})
+    for (bool halves : {false, true})
+      for (int variant : {0, 1}) check_gathered(gather_case(f, halves, variant), -1, false);
+}
+
+TEST(Gemm1GatherGpu, IdsOutOfRangeAndUnmappedExperts) {
+  FMOE_REQUIRE_GPU();
+  for (Format f : {Format::BF16, Format::FP8_TENSOR}) {
+    Case c = gather_case(f, true, 0);
+    check_gathered(c, c.E + 3, false);  // ids E..E+2 are out of range (no expert): no rows
+    check_gathered(c, -1, true);
+  }
+}
+
+// The router weight on the input scales each slot's copy: nothing to gather, the permuted path.
+TEST(Gemm1GatherGpu, RouterWeightOnInputKeepsThePermutedOperand) {
+  FMOE_REQUIRE_GPU();
+  GatherSwitch on(cuda::Gemm1Gather::ON);
+  Case c = gather_case(Format::BF16, true, 0);
+  c.on_input = true;
+  const int64_t before = cuda::gathered_gemm1_launches();
+  check_case(c);
+  EXPECT_EQ(cuda::gathered_gemm1_launches(), before);
+}
+
+// Under AUTO the gather is taken only where the A/B found it paying: few column tiles (n <= 1024),
+// K >= 4096, at most 128 rows per expert on average (DeepSeek-V3 TP8 at 4096 tokens), not with
+// DeepSeek-V3 TP1's n = 4096, more rows per expert or Qwen3-30B-A3B's K = 2048; ON takes them
+// all, OFF none.
+TEST(Gemm1GatherGpu, AutoTakesOnlyWeightBoundLongKShapes) {
+  cuda::GroupedGemmArgs g;  // DeepSeek-V3 TP8 GEMM1 at 4096 tokens, bf16
+  g.op = cuda::Operand::BF16;
+  g.d_dtype = DType::F32;
+  g.n = 512;
+  g.k = 7168;
+  g.groups = 256;
+  g.max_rows = 4096 * 8;
+  cuda::ActivationParams ap;
+  ap.N = 256;
+  ap.op = cuda::Operand::BF16;
+  alignas(16) static const uint16_t x[8] = {};
+  const auto applies = [&](cuda::Gemm1Gather mode) {
+    GatherSwitch m(mode);
+    return cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, 4096);
+  };
+  if (!cuda::sm90_gemm1_act_applies(g, cuda::GemmPath::SM90_TMA, ap)) GTEST_SKIP() << "bf16 SM90 GEMMs not built";
+  EXPECT_TRUE(applies(cuda::Gemm1Gather::AUTO));
+  EXPECT_FALSE(applies(cuda::Gemm1Gather::OFF));
+  g.max_rows = 4096 * 16;  // 256 rows per expert
+  EXPECT_FALSE(applies(cuda::Gemm1Gather::AUTO));
+  EXPECT_TRUE(applies(cuda::Gemm1Gather::ON));
+  g.max_rows = 4096 * 8;
+  g.n = 4096;  // DeepSeek-V3 TP1: 16 column tiles, each copying the rows again
+  ap.N = 2048;
+  EXPECT_FALSE(applies(cuda::Gemm1Gather::AUTO));
+  EXPECT_TRUE(applies(cuda::Gemm1Gather::ON));
+  g.n = 512;
+  ap.N = 256;
+  g.max_rows = 4096 * 8;
+  g.k = 2048;  // a short k loop
+  EXPECT_FALSE(applies(cuda::Gemm1Gather::AUTO));
+  EXPECT_TRUE(applies(cuda::Gemm1Gather::ON));
+  // 32-bit row offsets: tokens x row bytes beyond 4 GiB never gather.
+  g.k = 7168;
+  EXPECT_FALSE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, int64_t{1} << 20));
+}
+
+}  // namespace
+}  // namespace fusedmoe::gputest
