@@ -543,7 +543,6 @@ class CudaBackend final : public BackendImpl {
       g1.gather_x = gather_x;
       g1.gather_row_slot = b.plan.row_slot;
       g1.gather_topk = static_cast<int>(topk);
-      g1.gather_tokens = M;
     }
 
     const int32_t* ids = args.topk_ids.ptr<const int32_t>();

@@ -62,12 +62,11 @@ struct GroupedGemmArgs {
   // scales in its tile order, [groups, n/64, k/128] (gemm1_block_act_scale_bytes).
   float* b_scale_tiles = nullptr;
   // GEMM1 + activation with its A rows gathered (sm90_gemm1_gather_applies): row r of the
-  // expert-grouped order is row gather_row_slot[r] / gather_topk of gather_x ([gather_tokens, k],
+  // expert-grouped order is row gather_row_slot[r] / gather_topk of gather_x ([tokens, k],
   // the operand type: hidden_states itself, or its static fp8 codes); `a` is then unused.
   const void* gather_x = nullptr;
   const int32_t* gather_row_slot = nullptr;
   int gather_topk = 1;
-  int64_t gather_tokens = 0;
 };
 
 // The experts that can have rows: at most one per row (grid.y of the per-expert kernels).

@@ -105,7 +105,7 @@ TEST(Gemm1GatherGpu, RouterWeightOnInputKeepsThePermutedOperand) {
 // K >= 4096, at most 128 rows per expert on average (DeepSeek-V3 TP8 at 4096 tokens), not with
 // DeepSeek-V3 TP1's n = 4096, more rows per expert or Qwen3-30B-A3B's K = 2048; ON takes them
 // all, OFF none.
-TEST(Gemm1GatherGpu, AutoTakesOnlyWeightBoundLongKShapes) {
+TEST(Gemm1GatherGpu, AutoTakesOnlyFewColumnTilesLongK) {
   cuda::GroupedGemmArgs g;  // DeepSeek-V3 TP8 GEMM1 at 4096 tokens, bf16
   g.op = cuda::Operand::BF16;
   g.d_dtype = DType::F32;
