@@ -18,7 +18,7 @@ foreach(_family IN LISTS FUSEDMOE_SKIP_GPU_FORMATS)
     message(FATAL_ERROR "FUSEDMOE_SKIP_GPU_FORMATS: unknown kernel family '${_family}' "
                         "(known: ${_fusedmoe_gpu_families})")
   endif()
-  list(FILTER FUSEDMOE_CUDA_SOURCES EXCLUDE REGEX "sm90_grouped_gemm_${_family}(_d16|_act|_act_channel)?\\.cu$")
+  list(FILTER FUSEDMOE_CUDA_SOURCES EXCLUDE REGEX "sm90_grouped_gemm_${_family}(_d16|_d16_dequant|_act|_act_channel)?\\.cu$")
   string(TOUPPER ${_family} _FAMILY)
   target_compile_definitions(fusedmoe PRIVATE FUSEDMOE_SKIP_GPU_${_FAMILY}=1)
   message(STATUS "fusedmoe: GPU kernel family ${_family} skipped")

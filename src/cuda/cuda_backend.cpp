@@ -528,14 +528,16 @@ class CudaBackend final : public BackendImpl {
     g1.offsets_final_at_launch = !plan_in_gather;
     // GEMM1 + activation with its A rows gathered by token inside the mainloop
     // (sm90_gemm1_gather_applies, sm90_gather_a_mainloop.cuh): bf16 reads hidden_states itself,
-    // static fp8-tensor one row of codes per token (launch_token_codes, into a1's buffer), and
+    // static fp8-tensor and fp8-channel (per-token scales) one row of codes per token
+    // (launch_token_codes, into a1's buffer; fp8-channel also writes each slot row's scale), and
     // the permute writes no slot rows - at 4096 tokens of DeepSeek-V3 topk x 7168 bytes per token
     // (fp8) written and read back before.
     const bool gather_source =
-        !gp.on_input && (op_run == Operand::BF16 ? args.hidden_states.dtype == DType::BF16
-                                                 : op_run == Operand::FP8 && quant1_ == Fp8Quant::TENSOR_STATIC &&
-                                                       args.hidden_states.dtype != DType::F8_E4M3 &&
-                                                       token_codes_applies(gp));
+        !gp.on_input &&
+        (op_run == Operand::BF16
+             ? args.hidden_states.dtype == DType::BF16
+             : op_run == Operand::FP8 && (quant1_ == Fp8Quant::TENSOR_STATIC || quant1_ == Fp8Quant::ROW) &&
+                   args.hidden_states.dtype != DType::F8_E4M3 && token_codes_applies(gp));
     const void* gather_x = op_run == Operand::FP8 ? b.a1 : args.hidden_states.data;
     const bool gather1 = !w4_ && !gemm1_fused && !decode_stream && !plan_in_gather && gather_source &&
                          sm90_gemm1_gather_applies(g1, path1_, ap, gather_x, M);
@@ -641,15 +643,16 @@ class CudaBackend final : public BackendImpl {
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
-    } else if (gather1 || (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap))) {
+    } else if ((gather1 && ap.dq.kind != Dequant::CHANNEL) || (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap))) {
       // Large batches of bf16 / static fp8-tensor layers (sm90_gemm1_act_applies): the activation
       // in GEMM1's epilogue (no h, no activation kernel); as above, the activation stage of
       // run_timed() reads 0.
       run_grouped_gemm1_act(g1, ap, stream);
       mark(2);
     } else if (!w4_ && sm90_gemm1_channel_act_applies(g1, path1_, ap)) {
-      // fp8-channel at large batches: the same with per-channel dequant in the epilogue; then the
-      // per-row quantisation of the bf16 rows (the activation stage of run_timed()).
+      // fp8-channel at large batches: the same with per-channel dequant in the epilogue (A rows
+      // gathered by token where gather1); then the per-row quantisation of the bf16 rows (the
+      // activation stage of run_timed()).
       run_grouped_gemm1_channel_act(g1, ap, b.h, stream);
       mark(2);
       quantise_bf16_rows();
@@ -712,6 +715,15 @@ class CudaBackend final : public BackendImpl {
     // requantisation: NOTES.md). Measured in src/cuda/NOTES.md, "GEMM2's y in bf16".
     if (!w4_ && args.output.dtype == DType::BF16 && sm90_bf16_d_applies(g2, path2_)) g2.d_dtype = DType::BF16;
     // The 4-bit formats keep y in fp32 (docs/NUMERICS.md: their products are exact).
+    // fp8-channel with a bf16 y: the dequant factor a_row[r] x w2_scale[e, c] is applied in GEMM2's
+    // epilogue before y is rounded (sm90_dequant_d_applies), so the finalize sums dequantised rows
+    // and reads no per-slot channel scales.
+    if (g2.d_dtype == DType::BF16 && fp.dq.kind == Dequant::CHANNEL && sm90_dequant_d_applies(g2, path2_) &&
+        !gemm2_dequant_switched_off()) {
+      g2.d_row_scale = b.row_scale2;
+      g2.d_col_scale = w2_scale;
+      fp.dq = Dequant{};
+    }
 
     // ---- finalize ----
     fp.y = b.y;  // the rest above (the one-token kernel takes the same parameters)

@@ -93,6 +93,7 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
     case Operand::FP8:
       return std::max({sm90_grouped_gemm_fp8_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_d16_workspace(groups, sm_count),
+                       sm90_grouped_gemm_fp8_d16_dequant_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_act_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_act_channel_workspace(groups, sm_count)});
 #endif
@@ -107,6 +108,18 @@ bool sm90_bf16_d_applies(const GroupedGemmArgs& a, GemmPath path) {
                           : path == GemmPath::SM90_TMA && (a.op == Operand::BF16 || a.op == Operand::FP8) &&
                                 sm90_gemm_built(a.op);
   return family && a.n % 8 == 0 && !small_m_takes(a, path) && !sm90_use_small_config(a);
+}
+
+bool sm90_dequant_d_applies(const GroupedGemmArgs& a, GemmPath path) {
+  return path == GemmPath::SM90_TMA && a.op == Operand::FP8 && sm90_bf16_d_applies(a, path);
+}
+
+bool gemm2_dequant_switched_off() {
+  static const bool off = [] {
+    const char* e = std::getenv("FUSEDMOE_GEMM2_DEQUANT");
+    return e != nullptr && std::string(e) == "0";
+  }();
+  return off;
 }
 
 bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap) {
@@ -178,7 +191,8 @@ void set_gemm1_gather_mode(Gemm1Gather mode) { gather_mode_flag().store(static_c
 bool sm90_gemm1_gather_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap, const void* x,
                                int64_t tokens) {
   const Gemm1Gather mode = gemm1_gather_mode();
-  if (mode == Gemm1Gather::OFF || !sm90_gemm1_act_applies(g, path, ap)) return false;
+  if (mode == Gemm1Gather::OFF || !(sm90_gemm1_act_applies(g, path, ap) || sm90_gemm1_channel_act_applies(g, path, ap)))
+    return false;
   if (g.op != Operand::BF16 && g.op != Operand::FP8) return false;
   // 16-byte copies: a 16-byte aligned base, rows a multiple of 16 bytes apart; the mainloop keeps
   // each row's byte offset in 32 bits.
@@ -216,6 +230,7 @@ void run_grouped_gemm1_channel_act(const GroupedGemmArgs& g, const ActivationPar
                 "(sm90_gemm1_channel_act_applies)");
 #ifndef FUSEDMOE_SKIP_GPU_FP8
   count_fused_gemm1_launch(FusedGemm1::FP8_CHANNEL);
+  if (g.gather_x != nullptr) g_gathered_gemm1_launches.fetch_add(1, std::memory_order_relaxed);
   sm90_grouped_gemm_fp8_act_channel(g, bf16_rows_output(ap, act_bf16), stream);
 #else
   (void)act_bf16;
@@ -256,6 +271,12 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   if (args.d_dtype != DType::F32 && !(args.d_dtype == DType::BF16 && sm90_bf16_d_applies(args, path)))
     throw Error(std::string("grouped GEMM: d_dtype ") + dtype_name(args.d_dtype) + " on path " + gemm_path_name(path) +
                 " (only the large-M SM90 bf16 / fp8 instances write a bf16 D; others fp32)");
+  if ((args.d_row_scale != nullptr) != (args.d_col_scale != nullptr))
+    throw Error("grouped GEMM: d_row_scale and d_col_scale are set together or not at all");
+  if (args.d_row_scale != nullptr && !(args.d_dtype == DType::BF16 && sm90_dequant_d_applies(args, path)))
+    throw Error(std::string("grouped GEMM: the dequant in the epilogue (d_row_scale) asked on path ") +
+                gemm_path_name(path) + " with d_dtype " + dtype_name(args.d_dtype) +
+                " (only fp8 operands with a bf16 D on SM90_TMA: sm90_dequant_d_applies)");
   if (path == GemmPath::SIMT) {
     simt_grouped_gemm(args, stream);
     return;
@@ -288,7 +309,8 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP8
     case Operand::FP8:
-      if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_d16(args, stream);
+      if (args.d_row_scale != nullptr) sm90_grouped_gemm_fp8_d16_dequant(args, stream);
+      else if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_d16(args, stream);
       else sm90_grouped_gemm_fp8(args, stream);
       return;
 #endif

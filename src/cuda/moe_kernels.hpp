@@ -107,7 +107,9 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
 constexpr int64_t kTokenGatherMinTokens = 256;
 bool token_gather_applies(const GatherParams& p);
 // GEMM1's operand for the gathered GEMM1 (sm90_gemm1_gather_applies): hidden_states' static
-// fp8-tensor codes in token order, [M, K] into p.out (no router weight on the input; permute.cu).
+// fp8-tensor codes in token order, [M, K] into p.out (no router weight on the input; permute.cu);
+// or its per-token (ROW, fp8-channel) codes, each token's scale written to p.row_scale at the
+// rows of its slots (p.slot_row).
 bool token_codes_applies(const GatherParams& p);
 void launch_token_codes(const GatherParams& p, cudaStream_t stream);
 // Decode-sized calls (at most 32 slots, a vector gather's format): launch_plan and launch_gather

@@ -527,6 +527,30 @@ __global__ void __launch_bounds__(kVecThreads) quantise_tokens_vec_kernel(Gather
   }
 }
 
+// The same for ROW (fp8-channel's per-token scales): each token's codes once, in token order, as
+// gather_token_row_vec_kernel computes them, and the token's scale to every one of its slots' rows
+// (the fused GEMM1 + activation's per-row dequant reads them by row).
+__global__ void __launch_bounds__(kVecThreads) quantise_tokens_row_vec_kernel(GatherParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.K / 8);
+  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
+    float m = 0.0f;
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      float v[8];
+      gemm1_values8(p, t, 1.0f, static_cast<int64_t>(l) * 8, v);
+      m = fmaxf(m, amax8(v));
+    }
+    const float s = scale_from_amax(block_max(m));
+    if (threadIdx.x == 0) for_token_rows(p, t, [&](int64_t r) { p.row_scale[r] = s; });
+    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
+      const int64_t k = static_cast<int64_t>(l) * 8;
+      float v[8];
+      gemm1_values8(p, t, 1.0f, k, v);
+      store_packed8(p.out, Operand::FP8, t * p.K + k, pack8_row_codes(Operand::FP8, v, s), KOrder::NATURAL);
+    }
+  }
+}
+
 // ROW (per-token fp8), as gather_row_vec_kernel: the token's amax once, its scale to every row.
 __global__ void __launch_bounds__(kVecThreads) gather_token_row_vec_kernel(GatherParams p) {
   chain_wait();
@@ -800,14 +824,17 @@ bool token_gather_applies(const GatherParams& p) {
 }
 
 bool token_codes_applies(const GatherParams& p) {
-  return !p.on_input && p.quant == Fp8Quant::TENSOR_STATIC && p.op == Operand::FP8 && p.K % 8 == 0 &&
-         aligned_to(p.x, 16) && aligned_to(p.out, 16) && p.M > 0;
+  const bool quant = p.quant == Fp8Quant::TENSOR_STATIC ||
+                     (p.quant == Fp8Quant::ROW && p.row_scale != nullptr && p.slot_row != nullptr);
+  return !p.on_input && quant && p.op == Operand::FP8 && p.K % 8 == 0 && aligned_to(p.x, 16) &&
+         aligned_to(p.out, 16) && p.M > 0;
 }
 
 void launch_token_codes(const GatherParams& p, cudaStream_t stream) {
   if (!token_codes_applies(p))
     throw Error("permute: token-major fp8 codes asked for a call they do not take (token_codes_applies)");
-  launch_chained(quantise_tokens_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
+  if (p.quant == Fp8Quant::ROW) launch_chained(quantise_tokens_row_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
+  else launch_chained(quantise_tokens_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {

@@ -1,6 +1,6 @@
 // GEMM1 + activation with its A rows gathered by token inside the mainloop
-// (sm90_gather_a_mainloop.cuh; bf16 from hidden_states, static fp8-tensor from one row of codes
-// per token): the layer's output against the float64 oracle (with graph replay), bitwise equal to
+// (sm90_gather_a_mainloop.cuh; bf16 from hidden_states, static fp8-tensor and fp8-channel from one
+// row of codes per token - fp8-channel's per-token scale written to each slot's row): the layer's output against the float64 oracle (with graph replay), bitwise equal to
 // the same layer with the gather switched off (the permuted operand and CUTLASS's tile loads: the
 // same operand values land in the same shared-memory places), and the gathered kernel is the one
 // that ran (its launch counter). Rows per expert are not multiples of the 128-row tile, so tiles
@@ -39,7 +39,8 @@ Case gather_case(Format format, bool halves, int variant) {
   c.K = 512;
   c.N = halves ? 320 : 200;
   c.E = variant == 0 ? 4 : 5;
-  c.seed = 7100u + (format == Format::FP8_TENSOR ? 50u : 0u) + (halves ? 5u : 0u) + static_cast<uint64_t>(variant);
+  c.seed = 7100u + (format == Format::FP8_TENSOR ? 50u : format == Format::FP8_CHANNEL ? 100u : 0u) +
+           (halves ? 5u : 0u) + static_cast<uint64_t>(variant);
   return c;
 }
 
@@ -76,14 +77,14 @@ void check_gathered(const Case& c, int64_t num_ids, bool with_map) {
 
 TEST(Gemm1GatherGpu, MatchesOracleAndPermutedOperand) {
   FMOE_REQUIRE_GPU();
-  for (Format f : {Format::BF16, Format::FP8_TENSOR})
+  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL})
     for (bool halves : {false, true})
       for (int variant : {0, 1}) check_gathered(gather_case(f, halves, variant), -1, false);
 }
 
 TEST(Gemm1GatherGpu, IdsOutOfRangeAndUnmappedExperts) {
   FMOE_REQUIRE_GPU();
-  for (Format f : {Format::BF16, Format::FP8_TENSOR}) {
+  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL}) {
     Case c = gather_case(f, true, 0);
     check_gathered(c, c.E + 3, false);  // ids E..E+2 are out of range (no expert): no rows
     check_gathered(c, -1, true);
@@ -141,6 +142,29 @@ TEST(Gemm1GatherGpu, AutoTakesOnlyFewColumnTilesLongK) {
   // 32-bit row offsets: tokens x row bytes beyond 4 GiB never gather.
   g.k = 7168;
   EXPECT_FALSE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, int64_t{1} << 20));
+}
+
+// fp8-channel's GEMM1 + activation (per-channel dequant, per-row quantisation after) takes the
+// same rule: DeepSeek-V3 TP8 at 4096 tokens gathers under AUTO, 256 rows per expert do not.
+TEST(Gemm1GatherGpu, AutoRuleCoversFp8Channel) {
+  cuda::GroupedGemmArgs g;
+  g.op = cuda::Operand::FP8;
+  g.d_dtype = DType::F32;
+  g.n = 512;
+  g.k = 7168;
+  g.groups = 256;
+  g.max_rows = 4096 * 8;
+  cuda::ActivationParams ap;
+  ap.N = 256;
+  ap.op = cuda::Operand::FP8;
+  ap.dq.kind = cuda::Dequant::CHANNEL;
+  ap.quant = cuda::Fp8Quant::ROW;
+  alignas(16) static const uint8_t x[16] = {};
+  if (!cuda::sm90_gemm1_channel_act_applies(g, cuda::GemmPath::SM90_TMA, ap)) GTEST_SKIP() << "fp8 SM90 GEMMs not built";
+  GatherSwitch automatic(cuda::Gemm1Gather::AUTO);
+  EXPECT_TRUE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, 4096));
+  g.max_rows = 4096 * 16;
+  EXPECT_FALSE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, 4096));
 }
 
 }  // namespace
