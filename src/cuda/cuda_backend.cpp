@@ -715,14 +715,17 @@ class CudaBackend final : public BackendImpl {
     // requantisation: NOTES.md). Measured in src/cuda/NOTES.md, "GEMM2's y in bf16".
     if (!w4_ && args.output.dtype == DType::BF16 && sm90_bf16_d_applies(g2, path2_)) g2.d_dtype = DType::BF16;
     // The 4-bit formats keep y in fp32 (docs/NUMERICS.md: their products are exact).
-    // fp8-channel with a bf16 y: the dequant factor a_row[r] x w2_scale[e, c] is applied in GEMM2's
-    // epilogue before y is rounded (sm90_dequant_d_applies), so the finalize sums dequantised rows
-    // and reads no per-slot channel scales.
+    // fp8-channel with a bf16 y: the weight scale w2_scale[e, c] is applied in GEMM2's epilogue
+    // before y is rounded (sm90_dequant_d_applies), and the finalize multiplies by the row's
+    // activation scale only (a per-slot factor, GENERIC with a_row alone): it no longer reads the
+    // [E, hidden] channel scales once per slot and column.
     if (g2.d_dtype == DType::BF16 && fp.dq.kind == Dequant::CHANNEL && sm90_dequant_d_applies(g2, path2_) &&
         !gemm2_dequant_switched_off()) {
-      g2.d_row_scale = b.row_scale2;
       g2.d_col_scale = w2_scale;
-      fp.dq = Dequant{};
+      Dequant row_only;
+      row_only.kind = Dequant::GENERIC;
+      row_only.a_row = fp.dq.a_row;
+      fp.dq = row_only;
     }
 
     // ---- finalize ----

@@ -271,10 +271,8 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   if (args.d_dtype != DType::F32 && !(args.d_dtype == DType::BF16 && sm90_bf16_d_applies(args, path)))
     throw Error(std::string("grouped GEMM: d_dtype ") + dtype_name(args.d_dtype) + " on path " + gemm_path_name(path) +
                 " (only the large-M SM90 bf16 / fp8 instances write a bf16 D; others fp32)");
-  if ((args.d_row_scale != nullptr) != (args.d_col_scale != nullptr))
-    throw Error("grouped GEMM: d_row_scale and d_col_scale are set together or not at all");
-  if (args.d_row_scale != nullptr && !(args.d_dtype == DType::BF16 && sm90_dequant_d_applies(args, path)))
-    throw Error(std::string("grouped GEMM: the dequant in the epilogue (d_row_scale) asked on path ") +
+  if (args.d_col_scale != nullptr && !(args.d_dtype == DType::BF16 && sm90_dequant_d_applies(args, path)))
+    throw Error(std::string("grouped GEMM: the channel scales in the epilogue (d_col_scale) asked on path ") +
                 gemm_path_name(path) + " with d_dtype " + dtype_name(args.d_dtype) +
                 " (only fp8 operands with a bf16 D on SM90_TMA: sm90_dequant_d_applies)");
   if (path == GemmPath::SIMT) {
@@ -309,7 +307,7 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP8
     case Operand::FP8:
-      if (args.d_row_scale != nullptr) sm90_grouped_gemm_fp8_d16_dequant(args, stream);
+      if (args.d_col_scale != nullptr) sm90_grouped_gemm_fp8_d16_dequant(args, stream);
       else if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_d16(args, stream);
       else sm90_grouped_gemm_fp8(args, stream);
       return;

@@ -67,10 +67,9 @@ struct GroupedGemmArgs {
   const void* gather_x = nullptr;
   const int32_t* gather_row_slot = nullptr;
   int gather_topk = 1;
-  // The per-channel dequant in the epilogue (sm90_dequant_d_applies; fp8-channel GEMM2 with a
-  // bf16 y): D[r, c] = acc x (d_row_scale[r] x d_col_scale[g, c]) in fp32, then rounded to bf16.
-  // d_row_scale [rows] in the expert-grouped order, d_col_scale [groups, n]. Both or neither.
-  const float* d_row_scale = nullptr;
+  // The per-channel weight scales applied in the epilogue (sm90_dequant_d_applies; fp8-channel
+  // GEMM2 with a bf16 y): D[r, c] = acc x d_col_scale[g, c] in fp32, then rounded to bf16;
+  // d_col_scale [groups, n]. (The per-row activation scale stays a per-slot factor of the finalize.)
   const float* d_col_scale = nullptr;
 };
 
@@ -142,8 +141,8 @@ inline bool sm90_use_pingpong_config(const GroupedGemmArgs& a) {
 // since 2026-11-26 (H100, bench/results/2026-11-26-stream-bf16-y): layer 0.89-1.00x, DeepSeek-V3
 // TP8 at 1024 tokens 0.89 (fp8) / 0.94 (bf16), where fp32 y was half the bytes of GEMM2's weights.
 bool sm90_bf16_d_applies(const GroupedGemmArgs& a, GemmPath path);
-// Whether the call's GEMM applies GroupedGemmArgs::d_row_scale / d_col_scale in its epilogue: fp8
-// operands on SM90_TMA with a bf16 D (sm90_bf16_d_applies) - the stream GEMM in the few-rows range,
+// Whether the call's GEMM applies GroupedGemmArgs::d_col_scale in its epilogue: fp8 operands on
+// SM90_TMA with a bf16 D (sm90_bf16_d_applies) - the stream GEMM in the few-rows range,
 // sm90_grouped_gemm_fp8_d16_dequant.cu above it. The layer's fp8-channel GEMM2 takes it where its
 // y is bf16, so the finalize no longer reads the [E, hidden] channel scales once per slot.
 bool sm90_dequant_d_applies(const GroupedGemmArgs& a, GemmPath path);
@@ -211,7 +210,7 @@ size_t sm90_grouped_gemm_bf16_d16_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_bf16_d16(const GroupedGemmArgs& args, cudaStream_t stream);
 size_t sm90_grouped_gemm_fp8_d16_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp8_d16(const GroupedGemmArgs& args, cudaStream_t stream);
-size_t sm90_grouped_gemm_fp8_d16_dequant_workspace(int groups, int sm_count);  // + d_row_scale x d_col_scale
+size_t sm90_grouped_gemm_fp8_d16_dequant_workspace(int groups, int sm_count);  // x d_col_scale
 void sm90_grouped_gemm_fp8_d16_dequant(const GroupedGemmArgs& args, cudaStream_t stream);
 size_t sm90_grouped_gemm_fp16_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_fp16(const GroupedGemmArgs& args, cudaStream_t stream);

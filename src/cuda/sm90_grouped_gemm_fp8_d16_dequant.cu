@@ -1,16 +1,14 @@
 // SM90 grouped GEMM for fp8-channel GEMM2 at large batches: the cooperative 128x256 FP8FastAccum
-// config of the other fp8 instances, whose epilogue applies the per-channel dequant before y is
-// rounded to bf16:
-//   y[r, c] = bf16( acc[r, c] x (a_row[r] x w[e, c]) )
-// (a_row: GEMM2's per-token activation scale of row r, w: the expert's per-output-channel weight
-// scale; the product in the finalize's order, finalize_term.cuh). Without it the finalize applied
-// w[e, c] per slot and column, reading the [E, hidden] scale table once per slot of every token -
-// at DeepSeek-V3 TP8 with 4096 tokens 0.94 GB of L2 reads next to y's 0.47 GB (fp8-channel's
+// config of the other fp8 instances, whose epilogue applies the expert's per-output-channel
+// weight scale before y is rounded to bf16:
+//   y[r, c] = bf16( acc[r, c] x w[e, c] )
+// (the row's activation scale stays a per-slot factor of the finalize). Without it the finalize
+// applied w[e, c] per slot and column, reading the [E, hidden] scale table once per slot of every
+// token - at DeepSeek-V3 TP8 with 4096 tokens 0.94 GB of L2 reads next to y's 0.47 GB (fp8-channel's
 // finalize 271 us against fp8-tensor's 190 us, H100). The scales are an epilogue visitor tree
-// (CUTLASS EVT: a column broadcast of the row scales and a row broadcast of the channel scales,
-// per-group pointers set by the setup kernel from the expert offsets), so the mainloop is the one
-// of sm90_grouped_gemm_fp8_d16.cu. Its own file: each instance costs about a minute and several GB
-// of compiler memory.
+// (CUTLASS EVT: a row broadcast with one pointer per group, set by the setup kernel), so the
+// mainloop is the one of sm90_grouped_gemm_fp8_d16.cu. Its own file: each instance costs about a
+// minute and several GB of compiler memory.
 #include "cuda/sm90_grouped_gemm_configs.cuh"
 
 #include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
@@ -19,7 +17,6 @@ namespace fusedmoe::cuda {
 namespace {
 
 using cutlass::epilogue::fusion::Sm90AccFetch;
-using cutlass::epilogue::fusion::Sm90ColBroadcast;
 using cutlass::epilogue::fusion::Sm90Compute;
 using cutlass::epilogue::fusion::Sm90EVT;
 using cutlass::epilogue::fusion::Sm90RowBroadcast;
@@ -35,13 +32,10 @@ constexpr int kAlignAB = 16;
 constexpr int kAlignD = 8;
 constexpr auto kRound = cutlass::FloatRoundStyle::round_to_nearest;
 
-// float* element types: one pointer per group (IsArrayOfPointers), the group's L stride 0.
-// ColBroadcast: a value per row m (the activation scale of the group's rows); RowBroadcast: a
-// value per column n (the expert's channel scales).
-using RowScales = Sm90ColBroadcast<0, TileShape, float*, float, cute::Stride<cute::_1, cute::_0, cute::_0>>;
+// A value per column n (CUTLASS's row broadcast: one row vector for every row of the tile); the
+// float* element type gives one pointer per group (IsArrayOfPointers), the group's L stride 0.
 using ChannelScales = Sm90RowBroadcast<0, TileShape, float*, float, cute::Stride<cute::_0, cute::_1, cute::_0>>;
-using Factor = Sm90EVT<Sm90Compute<cutlass::multiplies, float, float, kRound>, RowScales, ChannelScales>;
-using DequantD = Sm90EVT<Sm90Compute<cutlass::multiplies, ElementD, float, kRound>, Sm90AccFetch, Factor>;
+using DequantD = Sm90EVT<Sm90Compute<cutlass::multiplies, ElementD, float, kRound>, Sm90AccFetch, ChannelScales>;
 
 using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
 using Shape3 = typename ProblemShape::UnderlyingProblemShape;
@@ -71,7 +65,6 @@ struct Arrays {
   StrideA* stride_a;
   StrideB* stride_b;
   StrideD* stride_d;
-  const float** row_scales;      // group g: d_row_scale + offsets[g]
   const float** channel_scales;  // group g: d_col_scale + g * n
   void* cutlass_workspace;
 };
@@ -87,7 +80,6 @@ Arrays carve(void* base, int groups, size_t* total) {
   a.stride_a = w.take<StrideA>(g);
   a.stride_b = w.take<StrideB>(g);
   a.stride_d = w.take<StrideD>(g);
-  a.row_scales = w.take<const float*>(g);
   a.channel_scales = w.take<const float*>(g);
   a.cutlass_workspace = w.next();
   *total = w.used();
@@ -106,15 +98,14 @@ typename Gemm::Arguments arguments(const Arrays& arr, int groups, int device, in
   args.epilogue.dC = arr.stride_d;
   args.epilogue.ptr_D = arr.ptr_d;
   args.epilogue.dD = arr.stride_d;
-  // The tree's arguments: {acc, {row scales, channel scales, multiply}, multiply}.
-  args.epilogue.thread = {{}, {{arr.row_scales}, {arr.channel_scales}, {}}, {}};
+  // The tree's arguments: {acc, channel scales, multiply}.
+  args.epilogue.thread = {{}, {arr.channel_scales}, {}};
   args.hw_info = hw;
   return args;
 }
 
 __global__ void setup_dequant_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
-                                            const Element* b, ElementD* d, const float* row_scale,
-                                            const float* col_scale, Arrays arr) {
+                                            const Element* b, ElementD* d, const float* col_scale, Arrays arr) {
   chain_wait();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
@@ -127,7 +118,6 @@ __global__ void setup_dequant_groups_kernel(int groups, const int32_t* offsets, 
   arr.stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
   arr.stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
   arr.stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {rows, n, 1});
-  arr.row_scales[g] = row_scale + row0;
   arr.channel_scales[g] = col_scale + static_cast<int64_t>(g) * n;
 }
 
@@ -140,15 +130,15 @@ size_t sm90_grouped_gemm_fp8_d16_dequant_workspace(int groups, int sm_count) {
 }
 
 void sm90_grouped_gemm_fp8_d16_dequant(const GroupedGemmArgs& g, cudaStream_t stream) {
-  if (g.d_dtype != DType::BF16 || g.op != Operand::FP8 || g.d_row_scale == nullptr || g.d_col_scale == nullptr)
-    throw Error("CUTLASS grouped GEMM (fp8, dequant in the epilogue): needs fp8 operands, a bf16 D and both "
-                "d_row_scale and d_col_scale");
+  if (g.d_dtype != DType::BF16 || g.op != Operand::FP8 || g.d_col_scale == nullptr)
+    throw Error("CUTLASS grouped GEMM (fp8, channel scales in the epilogue): needs fp8 operands, a bf16 D and "
+                "d_col_scale");
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
   launch_chained(setup_dequant_groups_kernel, blocks, 128, 0, stream, g.groups, g.expert_offsets,
                  static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
-                 static_cast<const Element*>(g.b), static_cast<ElementD*>(g.d), g.d_row_scale, g.d_col_scale, arr);
+                 static_cast<const Element*>(g.b), static_cast<ElementD*>(g.d), g.d_col_scale, arr);
   const auto args = arguments(arr, g.groups, g.device, g.sm_count);
   Gemm gemm;
   sm90::check_cutlass(gemm.can_implement(args), "can_implement");

@@ -220,7 +220,6 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
                                                                   int groups, const int32_t* __restrict__ offsets,
                                                                   int nb_per_cta, bool early, const float* __restrict__ a_scale,
                                                                   const float* __restrict__ b_scale,
-                                                                  const float* __restrict__ d_row_scale,
                                                                   const float* __restrict__ d_col_scale,
                                                                   const __grid_constant__ ActivationParams p) {
   // early (GroupedGemmArgs::offsets_final_at_launch): before chain_wait() (chained_launch.cuh) the
@@ -436,10 +435,10 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
         continue;
       }
       const int c0 = nb * kBN + wr;
-      // The per-channel dequant of fp8-channel's GEMM2 (GroupedGemmArgs::d_row_scale): this
-      // thread's two columns' weight scales, read once per weight block.
+      // The per-channel weight scales of fp8-channel's GEMM2 (GroupedGemmArgs::d_col_scale): this
+      // thread's two columns' scales, read once per weight block.
       float wc0 = 1.0f, wc8 = 1.0f;
-      if (d_row_scale != nullptr) {
+      if (d_col_scale != nullptr) {
         const float* w_e = d_col_scale + static_cast<int64_t>(e) * n;
         if (c0 < n) wc0 = w_e[c0];
         if (c0 + 8 < n) wc8 = w_e[c0 + 8];
@@ -453,12 +452,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           if (r < rows) {  // bf16 D (GroupedGemmArgs::d_dtype): the two stores fill a 32-byte sector
             const int64_t i = static_cast<int64_t>(row0 + r) * n + c0;
             const DType dt = d16 ? DType::BF16 : DType::F32;
-            float v0 = acc[4 * j + q], v8 = acc[4 * j + 2 + q];
-            if (d_row_scale != nullptr) {  // acc x (a_row x w[e, c]), the finalize's factor order
-              const float a_row = __ldcg(d_row_scale + row0 + r);  // written by the previous kernel
-              v0 = __fmul_rn(v0, __fmul_rn(a_row, wc0));
-              v8 = __fmul_rn(v8, __fmul_rn(a_row, wc8));
-            }
+            const float v0 = __fmul_rn(acc[4 * j + q], wc0), v8 = __fmul_rn(acc[4 * j + 2 + q], wc8);
             if (c0 < n) store_from_float(d, dt, i, v0);
             if (c0 + 8 < n) store_from_float(d, dt, i + 8, v8);
           }
@@ -520,7 +514,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
     launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<S, T>(), stream, map_b, map_a,                 \
                    g.d, !kAct && g.d_dtype == DType::BF16, static_cast<int>(cols), k_bytes, g.groups,          \
                    g.expert_offsets, per, g.offsets_final_at_launch,                                          \
-                   g.a_scale, g.b_scale, g.d_row_scale, g.d_col_scale, p);                                    \
+                   g.a_scale, g.b_scale, g.d_col_scale, p);                                                   \
   } while (0)
   if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g)))
     FMOE_SG_LAUNCH(kBlock ? kWideBlockStages : kWideStages, kWideTokTile);

@@ -1,10 +1,10 @@
-// The per-channel dequant in the GEMM epilogue (GroupedGemmArgs::d_row_scale / d_col_scale:
-// fp8-channel's GEMM2 with a bf16 y), on both GEMMs that take it: the stream GEMM (few rows per
-// expert) and sm90_grouped_gemm_fp8_d16_dequant.cu (CUTLASS, more rows). Each is checked bitwise
-// against the same GEMM's fp32 D without scales: D16[r, c] = bf16(acc[r, c] x (a_row[r] x
-// w[e, c])), the factor in the finalize's order - the same mainloop, so the same acc. Experts
-// without rows, partial 128-row tiles and a partial column tile; D poisoned before each run; the
-// scales are distinct per row and per column so that a wrong row, column or expert shows.
+// The per-channel weight scales in the GEMM epilogue (GroupedGemmArgs::d_col_scale: fp8-channel's
+// GEMM2 with a bf16 y), on both GEMMs that take it: the stream GEMM (few rows per expert) and
+// sm90_grouped_gemm_fp8_d16_dequant.cu (CUTLASS, more rows). Each is checked bitwise against the
+// same GEMM's fp32 D without scales: D16[r, c] = bf16(acc[r, c] x w[e, c]) - the same mainloop, so
+// the same acc. Experts without rows, partial 128-row tiles and a partial column block / tile; D
+// poisoned before each run; the scales are distinct per column and expert, so that a wrong column
+// or expert shows.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -35,8 +35,8 @@ int device_sm_count() {
 struct DequantProblem {
   std::vector<int32_t> counts, offsets;
   int64_t n, k, rows = 0;
-  std::vector<float> row_scale, col_scale;
-  DeviceBuffer a_d, b_d, d_d, off_d, rs_d, cs_d, ws_d;
+  std::vector<float> col_scale;
+  DeviceBuffer a_d, b_d, d_d, off_d, cs_d, ws_d;
   cuda::GroupedGemmArgs g;
 
   DequantProblem(std::vector<int32_t> counts_, int64_t n_, int64_t k_) : counts(std::move(counts_)), n(n_), k(k_) {
@@ -56,16 +56,12 @@ struct DequantProblem {
         FMOE_CUDA(cudaMemcpy(static_cast<char*>(b_d.get()) + e * n * k, b.bytes.data(), n * k, cudaMemcpyHostToDevice));
       }
     std::uniform_real_distribution<float> ud(0.25f, 4.0f);
-    row_scale.resize(rows);
     col_scale.resize(groups * n);
-    for (auto& v : row_scale) v = ud(rng) * 1e-2f;
-    for (auto& v : col_scale) v = ud(rng) * 1e-1f;
+    for (auto& v : col_scale) v = ud(rng) * 1e-3f;
     d_d = DeviceBuffer(rows * n * 4);
     off_d = DeviceBuffer(offsets.size() * 4);
-    rs_d = DeviceBuffer(row_scale.size() * 4);
     cs_d = DeviceBuffer(col_scale.size() * 4);
     off_d.upload(offsets.data(), offsets.size() * 4);
-    rs_d.upload(row_scale.data(), row_scale.size() * 4);
     cs_d.upload(col_scale.data(), col_scale.size() * 4);
     g.op = Operand::FP8;
     g.a = a_d.get();
@@ -94,7 +90,6 @@ struct DequantProblem {
     d_d.download(acc.data(), acc.size() * 4);
 
     g.d_dtype = DType::BF16;
-    g.d_row_scale = static_cast<const float*>(rs_d.get());
     g.d_col_scale = static_cast<const float*>(cs_d.get());
     ASSERT_TRUE(cuda::sm90_dequant_d_applies(g, GemmPath::SM90_TMA));
     FMOE_CUDA(cudaMemset(d_d.get(), 0xFF, rows * n * 4));
@@ -102,7 +97,7 @@ struct DequantProblem {
     FMOE_CUDA(cudaDeviceSynchronize());
     std::vector<uint16_t> d16(rows * n);
     d_d.download(d16.data(), d16.size() * 2);
-    g.d_row_scale = g.d_col_scale = nullptr;
+    g.d_col_scale = nullptr;
     g.d_dtype = DType::F32;
 
     for (size_t e = 0; e + 1 < offsets.size(); ++e)
@@ -110,17 +105,17 @@ struct DequantProblem {
         for (int64_t c = 0; c < n; ++c) {
           const float a = acc[r * n + c];
           ASSERT_TRUE(std::isfinite(a)) << "fp32 D row " << r << " col " << c << " not written";
-          const float want = a * (row_scale[r] * col_scale[e * n + c]);
+          const float want = a * col_scale[e * n + c];
           ASSERT_EQ(d16[r * n + c], float_to_bf16_bits(want))
-              << "expert " << e << " row " << r << " col " << c << ": acc " << a << " x (" << row_scale[r] << " x "
-              << col_scale[e * n + c] << ") = " << want << ", got " << bf16_bits_to_float(d16[r * n + c]);
+              << "expert " << e << " row " << r << " col " << c << ": acc " << a << " x " << col_scale[e * n + c]
+              << " = " << want << ", got " << bf16_bits_to_float(d16[r * n + c]);
         }
   }
 };
 
 TEST(DequantD, StreamGemmFewRows) {
   FMOE_REQUIRE_GPU();
-  DequantProblem p({0, 3, 40, 0, 17, 1, 33, 8, 0}, 300, 512);
+  DequantProblem p({0, 3, 40, 0, 17, 1, 33, 8, 0}, 360, 512);  // n: a partial 128-column block
   ASSERT_TRUE(cuda::stream_gemm_takes(p.g, GemmPath::SM90_TMA)) << "expected the few-rows range";
   p.run_and_check();
 }
@@ -136,7 +131,8 @@ TEST(DequantD, CutlassManyRows) {
   p.run_and_check();
 }
 
-// Asked where no epilogue applies it, or with one of the two scale arrays: refused by name.
+// Asked where no epilogue applies it (an fp32 D, 16-bit operands, fp8-block): refused by name,
+// before anything is launched.
 TEST(DequantD, RefusedOutsideItsPaths) {
   cuda::GroupedGemmArgs g;
   g.op = Operand::FP8;
@@ -145,21 +141,23 @@ TEST(DequantD, RefusedOutsideItsPaths) {
   g.groups = 4;
   g.max_rows = 4096;
   static const float s[1] = {1.0f};
-  g.d_row_scale = s;
+  g.d_col_scale = s;
+  GemmPath path = GemmPath::SM90_TMA;
   const auto message = [&] {
     try {
-      cuda::run_grouped_gemm(g, GemmPath::SM90_TMA, nullptr);
+      cuda::run_grouped_gemm(g, path, nullptr);
     } catch (const Error& e) {
       return std::string(e.what());
     }
     return std::string("no error");
   };
-  EXPECT_NE(message().find("set together"), std::string::npos) << message();
-  g.d_col_scale = s;
   g.d_dtype = DType::F32;  // fp32 D: the finalize applies the scales there
-  EXPECT_NE(message().find("d_row_scale"), std::string::npos) << message();
+  EXPECT_NE(message().find("d_col_scale"), std::string::npos) << message();
   g.d_dtype = DType::BF16;
   g.op = Operand::BF16;
+  EXPECT_NE(message().find("sm90_dequant_d_applies"), std::string::npos) << message();
+  g.op = Operand::FP8;
+  path = GemmPath::SM90_FP8_BLOCK;
   EXPECT_NE(message().find("sm90_dequant_d_applies"), std::string::npos) << message();
 }
 
