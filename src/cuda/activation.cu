@@ -6,6 +6,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
@@ -211,6 +213,86 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_row_kernel(Activati
       float a[8];
       load8_as_float(p.act_bf16, DType::BF16, r * p.N + static_cast<int64_t>(l) * 8, a);
       store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.korder);
+    }
+  }
+}
+
+// Warp-per-row forms of the two quantisers above for rows of at most 32 x V 16-byte vectors
+// (N <= 256 V: Qwen3-30B-A3B's 768, DeepSeek-V3's 2048 / 256): a warp loads its whole row into
+// registers - V loads in flight per lane, issued before any arithmetic - takes the amax with
+// shuffles only and quantises from the registers, where the block-per-row kernels wait on a block
+// barrier per row (ROW) and read the row a second time. The same values (bf16 bits widened
+// exactly), maxima, scales and codes: bitwise their results.
+__device__ __forceinline__ void bf16x8_to_float(const uint4 u, float (&v)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = __uint_as_float(w[j] << 16);
+    v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+  }
+}
+template <int V>
+__device__ __forceinline__ void load_row_regs(const ActivationParams& p, int64_t r, int lanes, uint4 (&raw)[V]) {
+  const uint4* src = reinterpret_cast<const uint4*>(p.act_bf16 + r * p.N);
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int v = 0; v < V; ++v) {
+    const int l = lane + 32 * v;
+    raw[v] = l < lanes ? __ldcs(src + l) : make_uint4(0u, 0u, 0u, 0u);  // zeros: no effect on the amax
+  }
+}
+template <int V>
+__global__ void __launch_bounds__(kVecThreads) quantise_bf16_row_warp_kernel(ActivationParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.N / 8), lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  const int32_t rows = load_rows(p.rows);
+  for (int64_t r = blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += gridDim.x * warps) {
+    uint4 raw[V];
+    load_row_regs<V>(p, r, lanes, raw);
+    float m = 0.0f;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      float a[8];
+      bf16x8_to_float(raw[v], a);
+      m = fmaxf(m, amax8(a));
+    }
+    const float s = scale_from_amax(warp_max(m));
+    if (lane == 0) p.row_scale[r] = s;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      const int l = lane + 32 * v;
+      if (l < lanes) {
+        float a[8];
+        bf16x8_to_float(raw[v], a);
+        store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.korder);
+      }
+    }
+  }
+}
+// fp8-block: 16 lanes per 128-wide group (block_scale_half_warp), N a multiple of 128, so a
+// half-warp's lanes are all inside the row or all outside.
+template <int V>
+__global__ void __launch_bounds__(kVecThreads) quantise_bf16_block_warp_kernel(ActivationParams p) {
+  chain_wait();
+  const int lanes = static_cast<int>(p.N / 8), lane = threadIdx.x & 31;
+  const int64_t warps = blockDim.x >> 5;
+  const int32_t rows = load_rows(p.rows);
+  for (int64_t r = blockIdx.x * warps + (threadIdx.x >> 5); r < rows; r += gridDim.x * warps) {
+    uint4 raw[V];
+    load_row_regs<V>(p, r, lanes, raw);
+    uint8_t* q = static_cast<uint8_t*>(p.out) + r * p.N;
+#pragma unroll
+    for (int v = 0; v < V; ++v) {
+      if (32 * v >= lanes) break;  // warp-uniform
+      const int l = lane + 32 * v;
+      float a[8];
+      bf16x8_to_float(raw[v], a);
+      const float s = block_scale_half_warp(amax8(a), p.block.ue8m0);  // every lane: shuffles
+      if (l < lanes) {
+        *reinterpret_cast<uint2*>(q + static_cast<int64_t>(l) * 8) = block_codes8(a, s);
+        if ((l & 15) == 0) p.block.scale[block_scale_index(p.block, r, l / 16, lanes / 16)] = s;
+      }
     }
   }
 }
@@ -422,6 +504,34 @@ unsigned row_column_chunks(int64_t max_rows, int64_t n) {
   return max_rows * chunks <= 4096 ? static_cast<unsigned>(chunks) : 1u;
 }
 
+// The warp-per-row quantisers of bf16 activation rows (ROW or BLOCK; the caller checked the
+// format's shape and alignment): rows of at most 2048 values, and enough rows to fill the GPU with
+// warps (kWarpRowsMinRows; decode-sized calls keep the block kernels, whose BLOCK form splits a row
+// over several blocks). False: not taken. Four warps (rows) per block.
+static constexpr int64_t kWarpRowsMinRows = 512;
+// FUSEDMOE_WARP_ROWS=0 in the environment (read once) keeps the block kernels: a diagnostic
+// switch for same-binary A/B runs.
+static bool launch_bf16_rows_warp_kernel(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
+  static const bool off = [] {
+    const char* e = std::getenv("FUSEDMOE_WARP_ROWS");
+    return e != nullptr && std::string(e) == "0";
+  }();
+  const int64_t lanes = p.N / 8;
+  if (off || max_rows < kWarpRowsMinRows || lanes > 256 || !aligned_to(p.act_bf16, 16)) return false;
+  constexpr int kWarps = 4;
+  const unsigned grid = row_grid((max_rows + kWarps - 1) / kWarps);
+  const bool row = p.quant == Fp8Quant::ROW;
+#define FMOE_WARP_ROWS(V)                                                                                  \
+  launch_chained(row ? quantise_bf16_row_warp_kernel<V> : quantise_bf16_block_warp_kernel<V>, grid, 32 * kWarps, \
+                 0, stream, p)
+  if (lanes <= 32) FMOE_WARP_ROWS(1);
+  else if (lanes <= 64) FMOE_WARP_ROWS(2);
+  else if (lanes <= 128) FMOE_WARP_ROWS(4);
+  else FMOE_WARP_ROWS(8);
+#undef FMOE_WARP_ROWS
+  return true;
+}
+
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
   const bool rows_fit = p.act == Activation::RELU2 ? p.R == p.N : p.R == 2 * p.N;
   if (p.act_bf16 && p.quant == Fp8Quant::NVFP4) {
@@ -433,13 +543,15 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (p.act_bf16 && p.quant == Fp8Quant::ROW) {
     if (p.N % 8 != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16))
       throw Error("activation: bf16 activation rows are quantised per row with N a multiple of 8 and aligned pointers");
+    if (launch_bf16_rows_warp_kernel(p, max_rows, stream)) return;
     launch_chained(quantise_bf16_row_kernel, row_grid(max_rows), row_threads8(p.N), 0, stream, p);
     return;
   }
   if (p.act_bf16 && (p.quant != Fp8Quant::BLOCK || p.N % kFp8Block != 0 || !aligned_to(p.act_bf16, 16) ||
                      !aligned_to(p.out, 8)))
     throw Error("activation: bf16 activation rows are quantised for fp8-block only (N a multiple of 128, aligned)");
-  // (bf16 rows: quantise_bf16_block_kernel on the same launch shape as the activation kernel.)
+  if (p.act_bf16 && launch_bf16_rows_warp_kernel(p, max_rows, stream)) return;
+  // (bf16 rows: otherwise quantise_bf16_block_kernel on the same launch shape as the activation kernel.)
   if (p.quant == Fp8Quant::BLOCK && p.N % kFp8Block == 0 && aligned_to(p.out, 8) &&
       (p.act_bf16 || (rows_fit && p.dq.kind != Dequant::CHANNEL && aligned_to(p.h, 16)))) {
     const unsigned y = row_column_chunks(max_rows, p.N);
