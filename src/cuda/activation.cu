@@ -505,9 +505,14 @@ unsigned row_column_chunks(int64_t max_rows, int64_t n) {
 }
 
 // The warp-per-row quantisers of bf16 activation rows (ROW or BLOCK; the caller checked the
-// format's shape and alignment): rows of at most 2048 values, and enough rows to fill the GPU with
-// warps (kWarpRowsMinRows; decode-sized calls keep the block kernels, whose BLOCK form splits a row
-// over several blocks). False: not taken. Four warps (rows) per block.
+// format's shape and alignment): ROW rows of at most 2048 values, BLOCK rows of at most 1024, and
+// enough rows to fill the GPU with warps (kWarpRowsMinRows; decode-sized calls keep the block
+// kernels, whose BLOCK form splits a row over several blocks). False: not taken. Four warps (rows)
+// per block. Same-binary A/B, H100 (bench/results/2026-11-27-h100-warp-rows): activation stage
+// fp8-channel Qwen3-30B-A3B 4096 tokens 39 -> 30 us, DeepSeek-V3 TP1 95 -> 83, TP8 18 -> 13;
+// fp8-block Qwen3 38 -> 34.5, DeepSeek-V3 TP8 18 -> 14, but DeepSeek-V3 TP1's 2048-wide fp8-block
+// rows 26 -> 29 us at 1024 tokens (eight groups per lane in sequence, each with its shuffles and
+// divisions): BLOCK stays on the block kernel there.
 static constexpr int64_t kWarpRowsMinRows = 512;
 // FUSEDMOE_WARP_ROWS=0 in the environment (read once) keeps the block kernels: a diagnostic
 // switch for same-binary A/B runs.
@@ -517,7 +522,8 @@ static bool launch_bf16_rows_warp_kernel(const ActivationParams& p, int64_t max_
     return e != nullptr && std::string(e) == "0";
   }();
   const int64_t lanes = p.N / 8;
-  if (off || max_rows < kWarpRowsMinRows || lanes > 256 || !aligned_to(p.act_bf16, 16)) return false;
+  const int64_t max_lanes = p.quant == Fp8Quant::ROW ? 256 : 128;
+  if (off || max_rows < kWarpRowsMinRows || lanes > max_lanes || !aligned_to(p.act_bf16, 16)) return false;
   constexpr int kWarps = 4;
   const unsigned grid = row_grid((max_rows + kWarps - 1) / kWarps);
   const bool row = p.quant == Fp8Quant::ROW;
