@@ -191,7 +191,8 @@ void set_gemm1_gather_mode(Gemm1Gather mode) { gather_mode_flag().store(static_c
 bool sm90_gemm1_gather_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap, const void* x,
                                int64_t tokens) {
   const Gemm1Gather mode = gemm1_gather_mode();
-  if (mode == Gemm1Gather::OFF || !(sm90_gemm1_act_applies(g, path, ap) || sm90_gemm1_channel_act_applies(g, path, ap)))
+  if (mode == Gemm1Gather::OFF || !(sm90_gemm1_act_applies(g, path, ap) || sm90_gemm1_channel_act_applies(g, path, ap) ||
+                                     sm90_gemm1_block_act_applies(g, path, ap)))
     return false;
   if (g.op != Operand::BF16 && g.op != Operand::FP8) return false;
   // 16-byte copies: a 16-byte aligned base, rows a multiple of 16 bytes apart; the mainloop keeps
@@ -264,6 +265,7 @@ void run_grouped_gemm1_block_act(const GroupedGemmArgs& g, const ActivationParam
     throw Error("grouped GEMM: fp8-block GEMM1 + activation called for a problem it does not take "
                 "(sm90_gemm1_block_act_applies)");
   count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
+  if (g.gather_x != nullptr) g_gathered_gemm1_launches.fetch_add(1, std::memory_order_relaxed);
   sm90_grouped_gemm_fp8_blockwise_act(g, bf16_rows_output(ap, act_bf16), stream);
 }
 
@@ -271,6 +273,9 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   if (args.d_dtype != DType::F32 && !(args.d_dtype == DType::BF16 && sm90_bf16_d_applies(args, path)))
     throw Error(std::string("grouped GEMM: d_dtype ") + dtype_name(args.d_dtype) + " on path " + gemm_path_name(path) +
                 " (only the large-M SM90 bf16 / fp8 instances write a bf16 D; others fp32)");
+  if (args.gather_x != nullptr)
+    throw Error("grouped GEMM: gather_x is taken by the fused GEMM1 + activation instances only "
+                "(sm90_gemm1_gather_applies)");
   if (args.d_col_scale != nullptr && !(args.d_dtype == DType::BF16 && sm90_dequant_d_applies(args, path)))
     throw Error(std::string("grouped GEMM: the channel scales in the epilogue (d_col_scale) asked on path ") +
                 gemm_path_name(path) + " with d_dtype " + dtype_name(args.d_dtype) +
