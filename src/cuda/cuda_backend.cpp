@@ -528,17 +528,15 @@ class CudaBackend final : public BackendImpl {
     g1.offsets_final_at_launch = !plan_in_gather;
     // GEMM1 + activation with its A rows gathered by token inside the mainloop
     // (sm90_gemm1_gather_applies, sm90_gather_a_mainloop.cuh): bf16 reads hidden_states itself,
-    // static fp8-tensor, fp8-channel (per-token scales) and fp8-block (1 x 128 scales) one row of
-    // codes per token (launch_token_codes, into a1's buffer; fp8-channel and fp8-block also write
-    // the scales of each slot row, in the layout the permuted operand has), and
+    // static fp8-tensor and fp8-channel (per-token scales) one row of codes per token
+    // (launch_token_codes, into a1's buffer; fp8-channel also writes each slot row's scale), and
     // the permute writes no slot rows - at 4096 tokens of DeepSeek-V3 topk x 7168 bytes per token
     // (fp8) written and read back before.
     const bool gather_source =
         !gp.on_input &&
         (op_run == Operand::BF16
              ? args.hidden_states.dtype == DType::BF16
-             : op_run == Operand::FP8 &&
-                   (quant1_ == Fp8Quant::TENSOR_STATIC || quant1_ == Fp8Quant::ROW || quant1_ == Fp8Quant::BLOCK) &&
+             : op_run == Operand::FP8 && (quant1_ == Fp8Quant::TENSOR_STATIC || quant1_ == Fp8Quant::ROW) &&
                    args.hidden_states.dtype != DType::F8_E4M3 && token_codes_applies(gp));
     const void* gather_x = op_run == Operand::FP8 ? b.a1 : args.hidden_states.data;
     const bool gather1 = !w4_ && !gemm1_fused && !decode_stream && !plan_in_gather && gather_source &&
@@ -645,7 +643,7 @@ class CudaBackend final : public BackendImpl {
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
-    } else if (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap)) {  // (gather1 implies one of the fused kinds)
+    } else if (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap)) {  // (gather1 implies one of the two fused kinds)
       // Large batches of bf16 / static fp8-tensor layers (sm90_gemm1_act_applies): the activation
       // in GEMM1's epilogue (no h, no activation kernel); as above, the activation stage of
       // run_timed() reads 0.

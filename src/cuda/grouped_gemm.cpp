@@ -191,8 +191,7 @@ void set_gemm1_gather_mode(Gemm1Gather mode) { gather_mode_flag().store(static_c
 bool sm90_gemm1_gather_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap, const void* x,
                                int64_t tokens) {
   const Gemm1Gather mode = gemm1_gather_mode();
-  if (mode == Gemm1Gather::OFF || !(sm90_gemm1_act_applies(g, path, ap) || sm90_gemm1_channel_act_applies(g, path, ap) ||
-                                     sm90_gemm1_block_act_applies(g, path, ap)))
+  if (mode == Gemm1Gather::OFF || !(sm90_gemm1_act_applies(g, path, ap) || sm90_gemm1_channel_act_applies(g, path, ap)))
     return false;
   if (g.op != Operand::BF16 && g.op != Operand::FP8) return false;
   // 16-byte copies: a 16-byte aligned base, rows a multiple of 16 bytes apart; the mainloop keeps
@@ -265,7 +264,6 @@ void run_grouped_gemm1_block_act(const GroupedGemmArgs& g, const ActivationParam
     throw Error("grouped GEMM: fp8-block GEMM1 + activation called for a problem it does not take "
                 "(sm90_gemm1_block_act_applies)");
   count_fused_gemm1_launch(FusedGemm1::FP8_BLOCK);
-  if (g.gather_x != nullptr) g_gathered_gemm1_launches.fetch_add(1, std::memory_order_relaxed);
   sm90_grouped_gemm_fp8_blockwise_act(g, bf16_rows_output(ap, act_bf16), stream);
 }
 

@@ -255,7 +255,7 @@ void count_fused_gemm1_launch(FusedGemm1 kind);
 // fp8-block): the rounded activation output as bf16 rows into act_bf16 (no quantisation).
 ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16);
 int64_t fused_gemm1_launches(FusedGemm1 kind);
-// Of those (every kind but FOUR_BIT), the launches with A gathered by token
+// Of those (BF16_OR_FP8_TENSOR and FP8_CHANNEL), the launches with A gathered by token
 // (GroupedGemmArgs::gather_x).
 int64_t gathered_gemm1_launches();
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream);

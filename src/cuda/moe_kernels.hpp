@@ -109,8 +109,7 @@ bool token_gather_applies(const GatherParams& p);
 // GEMM1's operand for the gathered GEMM1 (sm90_gemm1_gather_applies): hidden_states' static
 // fp8-tensor codes in token order, [M, K] into p.out (no router weight on the input; permute.cu);
 // or its per-token (ROW, fp8-channel) codes, each token's scale written to p.row_scale at the
-// rows of its slots (p.slot_row); or its 1 x 128 (BLOCK, fp8-block) codes, each group scale
-// written to p.block at the rows of the token's slots.
+// rows of its slots (p.slot_row).
 bool token_codes_applies(const GatherParams& p);
 void launch_token_codes(const GatherParams& p, cudaStream_t stream);
 // Decode-sized calls (at most 32 slots, a vector gather's format): launch_plan and launch_gather

@@ -591,24 +591,6 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_block_vec_kernel(Gat
   }
 }
 
-// The same for the gathered GEMM1 (sm90_gemm1_gather_applies): each token's 1 x 128 codes once, in
-// token order, and each group scale at every one of its slots' rows (the blockwise GEMM1 reads
-// the activation scales per row of the expert-grouped order, as the permuted operand's).
-__global__ void __launch_bounds__(kVecThreads) quantise_tokens_block_vec_kernel(GatherParams p) {
-  chain_wait();
-  const int lanes = static_cast<int>(p.K / 8);
-  uint8_t* q = static_cast<uint8_t*>(p.out);
-  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
-    quantise_block_lanes(
-        lanes, p.block.ue8m0, [&](int l, float (&v)[8]) { gemm1_values8(p, t, 1.0f, static_cast<int64_t>(l) * 8, v); },
-        [&](int l, uint2 codes, float s) {
-          *reinterpret_cast<uint2*>(q + t * p.K + static_cast<int64_t>(l) * 8) = codes;
-          if ((l & 15) == 0)
-            for_token_rows(p, t, [&](int64_t r) { p.block.scale[block_scale_index(p.block, r, l / 16, lanes / 16)] = s; });
-        });
-  }
-}
-
 // NVFP4 (W4A4, K a multiple of 16, 16-bit operand), as gather_nvfp4_vec_kernel. A row's values
 // depend on its expert's global scale (gs = 1 / input_scale[e]), so a token's rows are equal only
 // between slots whose experts share gs - in checkpoints usually all of them (one input scale for
@@ -843,9 +825,7 @@ bool token_gather_applies(const GatherParams& p) {
 
 bool token_codes_applies(const GatherParams& p) {
   const bool quant = p.quant == Fp8Quant::TENSOR_STATIC ||
-                     (p.quant == Fp8Quant::ROW && p.row_scale != nullptr && p.slot_row != nullptr) ||
-                     (p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && p.block.scale != nullptr &&
-                      p.slot_row != nullptr);
+                     (p.quant == Fp8Quant::ROW && p.row_scale != nullptr && p.slot_row != nullptr);
   return !p.on_input && quant && p.op == Operand::FP8 && p.K % 8 == 0 && aligned_to(p.x, 16) &&
          aligned_to(p.out, 16) && p.M > 0;
 }
@@ -854,8 +834,6 @@ void launch_token_codes(const GatherParams& p, cudaStream_t stream) {
   if (!token_codes_applies(p))
     throw Error("permute: token-major fp8 codes asked for a call they do not take (token_codes_applies)");
   if (p.quant == Fp8Quant::ROW) launch_chained(quantise_tokens_row_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
-  else if (p.quant == Fp8Quant::BLOCK)
-    launch_chained(quantise_tokens_block_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
   else launch_chained(quantise_tokens_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
 }
 

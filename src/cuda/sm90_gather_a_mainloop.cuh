@@ -128,10 +128,7 @@ struct GatherAMainloop : Base {
                  k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
       return;
     }
-    // B is multicast across a cluster's M extent: with none, each CTA's B loads are its own. (A
-    // cluster along N - the blockwise GEMMs' pairs - shares A by multicast in CUTLASS's loads;
-    // gathered, each CTA copies the whole A tile itself and arms its barrier with B's bytes only.)
-    static_assert(size<0>(typename Base::DispatchPolicy::ClusterShape{}) == 1, "no B multicast: one CTA along M");
+    static_assert(size(typename Base::DispatchPolicy::ClusterShape{}) == 1, "no multicast: one CTA per cluster");
     if (k_tile_count <= 0) return;
     const int lane = static_cast<int>(threadIdx.x % 32);
     const bool lane0 = lane == 0;  // CUTLASS's pipeline leader (producer warpgroup thread 0)

@@ -71,11 +71,7 @@ struct BlockActGemm {
   using TiledMma = decltype(cute::make_tiled_mma(
       cute::GMMA::ss_op_selector<Element, Element, float, Shape<_128, _64, _128>, GMMA::Major::K, GMMA::Major::K>(),
       Layout<Shape<_2, _1, _1>>{}));
-  // GatherAMainloop: A's rows (e4m3 codes) gathered by token where the call asks for it
-  // (GroupedGemmArgs::gather_x; sm90_gather_a_mainloop.cuh); the activation scales keep the
-  // expert-grouped layout (the token-codes kernel writes them per slot row).
-  using CollectiveMainloop =
-      sm90::PairedHalvesMainloop<sm90::GatherAMainloop<typename WithTiledMma<BuiltMainloop, TiledMma>::type>>;
+  using CollectiveMainloop = sm90::PairedHalvesMainloop<typename WithTiledMma<BuiltMainloop, TiledMma>::type>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
@@ -107,30 +103,15 @@ struct BlockActGemm {
     return a;
   }
   static typename Gemm::Arguments arguments(const Arrays& arr, int groups, int device, int sm_count,
-                                            const ActivationParams& act, const int32_t* offsets,
-                                            const GroupedGemmArgs* g = nullptr) {
+                                            const ActivationParams& act, const int32_t* offsets) {
     cutlass::KernelHardwareInfo hw;
     hw.device_id = device;
     hw.sm_count = sm_count;
     typename Gemm::Arguments args;
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = {groups, arr.problems, nullptr};
-    args.mainloop.ptr_A = arr.ptr_a;
-    args.mainloop.dA = arr.stride_a;
-    args.mainloop.ptr_B = arr.ptr_b;
-    args.mainloop.dB = arr.stride_b;
     // The collective derives each group's scale layouts from its problem shape.
-    args.mainloop.ptr_SFA = arr.ptr_sfa;
-    args.mainloop.layout_SFA = nullptr;
-    args.mainloop.ptr_SFB = arr.ptr_sfb;
-    args.mainloop.layout_SFB = nullptr;
-    if (g != nullptr && g->gather_x != nullptr) {
-      args.mainloop.gather_x = g->gather_x;
-      args.mainloop.gather_row_bytes = g->k;  // e4m3
-      args.mainloop.gather_row_slot = g->gather_row_slot;
-      args.mainloop.gather_offsets = g->expert_offsets;
-      args.mainloop.gather_topk = g->gather_topk;
-    }
+    args.mainloop = {arr.ptr_a, arr.stride_a, arr.ptr_b, arr.stride_b, arr.ptr_sfa, nullptr, arr.ptr_sfb, nullptr};
     args.epilogue.act = act;
     args.epilogue.offsets = offsets;
     args.hw_info = hw;
@@ -140,7 +121,7 @@ struct BlockActGemm {
 
 // One block per group: the group's problem, pointers and strides (thread 0), and its weight
 // scales in tile order (all threads).
-__global__ void setup_block_act_kernel(int groups, const int32_t* offsets, int n, int k, bool halves, bool gather,
+__global__ void setup_block_act_kernel(int groups, const int32_t* offsets, int n, int k, bool halves,
                                        const uint8_t* a, const uint8_t* b, const float* a_scale, const float* b_scale,
                                        float* b_scale_tiles, BlockActGemm::Shape3* problems, const void** ptr_a,
                                        const void** ptr_b, const float** ptr_sfa, const float** ptr_sfb,
@@ -160,7 +141,7 @@ __global__ void setup_block_act_kernel(int groups, const int32_t* offsets, int n
   const int64_t row0 = offsets[g];
   const int rows = offsets[g + 1] - offsets[g];
   problems[g] = BlockActGemm::Shape3{rows, n, k};
-  ptr_a[g] = gather ? a : a + row0 * k;  // gathered: the token-major codes, rows found per tile
+  ptr_a[g] = a + row0 * k;
   ptr_b[g] = b + static_cast<int64_t>(g) * n * k;
   ptr_sfa[g] = a_scale + row0 * kb;
   ptr_sfb[g] = dst;
@@ -188,14 +169,12 @@ size_t sm90_grouped_gemm_fp8_blockwise_act_workspace(int groups, int sm_count) {
 void sm90_grouped_gemm_fp8_blockwise_act(const GroupedGemmArgs& g, const ActivationParams& act, cudaStream_t stream) {
   size_t arrays_bytes = 0;
   const BlockActGemm::Arrays arr = BlockActGemm::carve(g.workspace, g.groups, &arrays_bytes);
-  const bool gather = g.gather_x != nullptr;
   launch_chained(setup_block_act_kernel, static_cast<unsigned>(g.groups), 256, 0, stream, g.groups, g.expert_offsets,
-                 static_cast<int>(g.n), static_cast<int>(g.k), !act.interleaved, gather,
-                 static_cast<const uint8_t*>(gather ? g.gather_x : g.a),
+                 static_cast<int>(g.n), static_cast<int>(g.k), !act.interleaved, static_cast<const uint8_t*>(g.a),
                  static_cast<const uint8_t*>(g.b), g.a_scale, g.b_scale, g.b_scale_tiles, arr.problems,
                  reinterpret_cast<const void**>(arr.ptr_a), reinterpret_cast<const void**>(arr.ptr_b), arr.ptr_sfa,
                  arr.ptr_sfb, arr.stride_a, arr.stride_b);
-  const auto args = BlockActGemm::arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets, &g);
+  const auto args = BlockActGemm::arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets);
   BlockActGemm::Gemm gemm;
   sm90::check_cutlass(gemm.can_implement(args), "can_implement (fp8-block GEMM1 + activation)");
   sm90::check_cutlass(gemm.initialize(args, arr.cutlass_workspace, stream), "initialize (fp8-block GEMM1 + activation)");

@@ -1,8 +1,6 @@
 // GEMM1 + activation with its A rows gathered by token inside the mainloop
-// (sm90_gather_a_mainloop.cuh; bf16 from hidden_states, static fp8-tensor, fp8-channel and
-// fp8-block from one row of codes per token - fp8-channel's per-token and fp8-block's 1 x 128
-// scales written to each slot's row; fp8-block's blockwise GEMM runs clusters of two CTAs along
-// N, which then copy the same rows each): the layer's output against the float64 oracle (with graph replay), bitwise equal to
+// (sm90_gather_a_mainloop.cuh; bf16 from hidden_states, static fp8-tensor and fp8-channel from one
+// row of codes per token - fp8-channel's per-token scale written to each slot's row): the layer's output against the float64 oracle (with graph replay), bitwise equal to
 // the same layer with the gather switched off (the permuted operand and CUTLASS's tile loads: the
 // same operand values land in the same shared-memory places), and the gathered kernel is the one
 // that ran (its launch counter). Rows per expert are not multiples of the 128-row tile, so tiles
@@ -28,7 +26,6 @@ struct GatherSwitch {
 
 Case gather_case(Format format, bool halves, int variant) {
   Case c;
-  const bool block = format == Format::FP8_BLOCK;  // halves only, N a multiple of 128
   c.format = format;
   c.fp8_static = format == Format::FP8_TENSOR;
   c.act = variant == 1 ? Activation::SWIGLUOAI : Activation::SILU;
@@ -40,9 +37,9 @@ Case gather_case(Format format, bool halves, int variant) {
   c.topk = variant == 0 ? 2 : 3;
   c.M = variant == 0 ? 700 : 431;  // 350 / 259 rows per expert: partial last tiles
   c.K = 512;
-  c.N = block ? 256 : halves ? 320 : 200;
+  c.N = halves ? 320 : 200;
   c.E = variant == 0 ? 4 : 5;
-  c.seed = 7100u + (format == Format::FP8_TENSOR ? 50u : format == Format::FP8_CHANNEL ? 100u : block ? 150u : 0u) +
+  c.seed = 7100u + (format == Format::FP8_TENSOR ? 50u : format == Format::FP8_CHANNEL ? 100u : 0u) +
            (halves ? 5u : 0u) + static_cast<uint64_t>(variant);
   return c;
 }
@@ -80,15 +77,14 @@ void check_gathered(const Case& c, int64_t num_ids, bool with_map) {
 
 TEST(Gemm1GatherGpu, MatchesOracleAndPermutedOperand) {
   FMOE_REQUIRE_GPU();
-  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL, Format::FP8_BLOCK})
+  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL})
     for (bool halves : {false, true})
-      for (int variant : {0, 1})
-        if (halves || f != Format::FP8_BLOCK) check_gathered(gather_case(f, halves, variant), -1, false);
+      for (int variant : {0, 1}) check_gathered(gather_case(f, halves, variant), -1, false);
 }
 
 TEST(Gemm1GatherGpu, IdsOutOfRangeAndUnmappedExperts) {
   FMOE_REQUIRE_GPU();
-  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL, Format::FP8_BLOCK}) {
+  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL}) {
     Case c = gather_case(f, true, 0);
     check_gathered(c, c.E + 3, false);  // ids E..E+2 are out of range (no expert): no rows
     check_gathered(c, -1, true);
@@ -169,33 +165,6 @@ TEST(Gemm1GatherGpu, AutoRuleCoversFp8Channel) {
   EXPECT_TRUE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, 4096));
   g.max_rows = 4096 * 16;
   EXPECT_FALSE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, 4096));
-}
-
-// And fp8-block's (the blockwise GEMM1 + activation, path SM90_FP8_BLOCK).
-TEST(Gemm1GatherGpu, AutoRuleCoversFp8Block) {
-  static const float scales[1] = {1.0f};
-  static float tiles[1] = {0.0f};
-  cuda::GroupedGemmArgs g;
-  g.op = cuda::Operand::FP8;
-  g.d_dtype = DType::F32;
-  g.n = 512;
-  g.k = 7168;
-  g.groups = 256;
-  g.max_rows = 4096 * 8;
-  g.a_scale = scales;
-  g.b_scale = scales;
-  g.b_scale_tiles = tiles;
-  cuda::ActivationParams ap;
-  ap.N = 256;
-  ap.op = cuda::Operand::FP8;
-  ap.quant = cuda::Fp8Quant::BLOCK;
-  alignas(16) static const uint8_t x[16] = {};
-  if (!cuda::sm90_gemm1_block_act_applies(g, cuda::GemmPath::SM90_FP8_BLOCK, ap))
-    GTEST_SKIP() << "fp8-block SM90 GEMMs not built";
-  GatherSwitch automatic(cuda::Gemm1Gather::AUTO);
-  EXPECT_TRUE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_FP8_BLOCK, ap, x, 4096));
-  g.max_rows = 4096 * 16;
-  EXPECT_FALSE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_FP8_BLOCK, ap, x, 4096));
 }
 
 }  // namespace

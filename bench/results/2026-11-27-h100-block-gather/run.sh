@@ -1,5 +1,5 @@
 set -u
-# fp8-block GEMM1 + activation gathering its rows by token (one row of 1 x 128 codes per token) on an H100, and the
+# fp8-block GEMM1 + activation gathering its rows by token (one row of 1 x 128 codes per token) on an H100 (rejected: README.md), and the
 # grid of this session's final binaries: the gather / quantiser / dequant tests, the GPU suite (SUITE=0 skips it),
 # a same-binary A/B of the gather against the permuted operand (FUSEDMOE_GEMM1_GATHER=0), then the bf16 / fp8 grid
 # with the PyTorch peers (GRID=0 skips it).
