@@ -540,7 +540,8 @@ class CudaBackend final : public BackendImpl {
                    args.hidden_states.dtype != DType::F8_E4M3 && token_codes_applies(gp));
     const void* gather_x = op_run == Operand::FP8 ? b.a1 : args.hidden_states.data;
     const bool gather1 = !w4_ && !gemm1_fused && !decode_stream && !plan_in_gather && gather_source &&
-                         sm90_gemm1_gather_applies(g1, path1_, ap, gather_x, M);
+                         (sm90_gemm1_gather_applies(g1, path1_, ap, gather_x, M) ||
+                          stream_gemm1_gather_applies(g1, path1_, ap, gather_x, M));
     if (gather1) {
       g1.gather_x = gather_x;
       g1.gather_row_slot = b.plan.row_slot;
@@ -643,7 +644,7 @@ class CudaBackend final : public BackendImpl {
       // time is the GEMM1 stage of run_timed() and the activation stage reads 0.
       small_m_gemm1_activation(g1, ap, stream);
       mark(2);
-    } else if (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap)) {  // (gather1 implies one of the two fused kinds)
+    } else if (!w4_ && sm90_gemm1_act_applies(g1, path1_, ap)) {  // (gather1 implies a fused kind that gathers)
       // Large batches of bf16 / static fp8-tensor layers (sm90_gemm1_act_applies): the activation
       // in GEMM1's epilogue (no h, no activation kernel); as above, the activation stage of
       // run_timed() reads 0.

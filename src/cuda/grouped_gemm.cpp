@@ -157,12 +157,13 @@ int64_t fused_gemm1_launches(FusedGemm1 kind) {
   return g_fused_gemm1_launches[static_cast<int>(kind)].load(std::memory_order_relaxed);
 }
 int64_t gathered_gemm1_launches() { return g_gathered_gemm1_launches.load(std::memory_order_relaxed); }
+void count_gathered_gemm1_launch() { g_gathered_gemm1_launches.fetch_add(1, std::memory_order_relaxed); }
 
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream) {
   if (!sm90_gemm1_act_applies(g, GemmPath::SM90_TMA, ap))
     throw Error("grouped GEMM: GEMM1 + activation called for a problem it does not take (sm90_gemm1_act_applies)");
   count_fused_gemm1_launch(FusedGemm1::BF16_OR_FP8_TENSOR);
-  if (g.gather_x != nullptr) g_gathered_gemm1_launches.fetch_add(1, std::memory_order_relaxed);
+  if (g.gather_x != nullptr) count_gathered_gemm1_launch();
   switch (g.op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16: sm90_grouped_gemm_bf16_act(g, ap, stream); return;
@@ -230,7 +231,7 @@ void run_grouped_gemm1_channel_act(const GroupedGemmArgs& g, const ActivationPar
                 "(sm90_gemm1_channel_act_applies)");
 #ifndef FUSEDMOE_SKIP_GPU_FP8
   count_fused_gemm1_launch(FusedGemm1::FP8_CHANNEL);
-  if (g.gather_x != nullptr) g_gathered_gemm1_launches.fetch_add(1, std::memory_order_relaxed);
+  if (g.gather_x != nullptr) count_gathered_gemm1_launch();
   sm90_grouped_gemm_fp8_act_channel(g, bf16_rows_output(ap, act_bf16), stream);
 #else
   (void)act_bf16;

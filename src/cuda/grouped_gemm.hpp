@@ -255,9 +255,10 @@ void count_fused_gemm1_launch(FusedGemm1 kind);
 // fp8-block): the rounded activation output as bf16 rows into act_bf16 (no quantisation).
 ActivationParams bf16_rows_output(const ActivationParams& ap, void* act_bf16);
 int64_t fused_gemm1_launches(FusedGemm1 kind);
-// Of those (BF16_OR_FP8_TENSOR and FP8_CHANNEL), the launches with A gathered by token
-// (GroupedGemmArgs::gather_x).
+// Of those (BF16_OR_FP8_TENSOR and FP8_CHANNEL, CUTLASS or stream GEMM), the launches with A
+// gathered by token (GroupedGemmArgs::gather_x), counted by their entry points.
 int64_t gathered_gemm1_launches();
+void count_gathered_gemm1_launch();
 void run_grouped_gemm1_act(const GroupedGemmArgs& g, const ActivationParams& ap, cudaStream_t stream);
 size_t sm90_grouped_gemm_bf16_act_workspace(int groups, int sm_count);
 void sm90_grouped_gemm_bf16_act(const GroupedGemmArgs& args, const ActivationParams& act, cudaStream_t stream);

@@ -193,6 +193,28 @@ __device__ __forceinline__ void mma_stage(float (&d)[D], uint32_t sa, uint32_t s
 
 // A stage's activation boxes for tok token rows, and its transaction bytes (the weight block's
 // part plus those boxes): what the stage's full barrier expects.
+// GEMM1 + activation with its activation rows gathered by token (GroupedGemmArgs::gather_x;
+// stream_gemm1_gather_applies): the producer warp copies each stage's token rows from the
+// token-major input with cp.async (16-byte chunks into the 128-byte-swizzled places the TMA box
+// would fill, eight lanes per row, rows past the expert's end zero-filled up to the box), as
+// sm90_gather_a_mainloop.cuh does for the CUTLASS GEMM1. x null: the TMA boxes of the permuted
+// operand.
+struct StreamGather {
+  const uint8_t* x = nullptr;            // [tokens, k] of the operand type, 16-byte aligned
+  const int32_t* row_slot = nullptr;     // [rows] slot of each expert-grouped row
+  int32_t topk = 1;                      // slot / topk = token
+  uint32_t row_bytes = 0;                // k x element bytes; tokens x row_bytes < 2^32
+};
+constexpr uint32_t kDeadRow = 0xffffffffu;
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// The pending count of bar rises by one now and falls when this thread's earlier cp.async copies
+// have landed (no .noinc).
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
+
 __device__ __forceinline__ int tok_boxes(int tok) { return (tok + kTokBox - 1) / kTokBox; }
 __device__ __forceinline__ uint32_t stage_tx_bytes(int tok) { return kWBytes + tok_boxes(tok) * kTokBox * kStageK; }
 
@@ -221,6 +243,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
                                                                   int nb_per_cta, bool early, const float* __restrict__ a_scale,
                                                                   const float* __restrict__ b_scale,
                                                                   const float* __restrict__ d_col_scale,
+                                                                  const StreamGather gx,
                                                                   const __grid_constant__ ActivationParams p) {
   // early (GroupedGemmArgs::offsets_final_at_launch): before chain_wait() (chained_launch.cuh) the
   // CTA reads only what is final when it starts - the plan's expert offsets, written at least two
@@ -259,10 +282,14 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   // full[s]: the producer's expect_tx arrival (+ kBlock: one per producer lane after its scale
   // stores) and the copies' bytes; empty[s]: one arrival per consumer warp.
-  constexpr uint32_t kFullArrivals = kBlock ? 1 + 32 : 1;
+  // Gathered rows (gx.x): two arrivals, the expect_tx one (which the early start may make before
+  // the rows are copied) and lane 0's after every lane's cp.async arrival, so that no phase
+  // completes on the weight bytes alone.
+  const bool gather = !kBlock && gx.x != nullptr;
+  const uint32_t full_arrivals = kBlock ? 1 + 32 : gather ? 2 : 1;
   if (threadIdx.x == 0) {
     for (int s = 0; s < S; ++s) {
-      mbar_init(&full[s], kFullArrivals);
+      mbar_init(&full[s], full_arrivals);
       mbar_init(&empty[s], kConsumerWarps);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
@@ -275,7 +302,7 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
     const int pre = early ? min(S, nbn * ksteps) : 0;
     if (early) {
       if (lane == 0) {
-        const uint32_t bytes = stage_tx_bytes(min(T, rows));
+        const uint32_t bytes = gather ? static_cast<uint32_t>(kWBytes) : stage_tx_bytes(min(T, rows));
         for (int i = 0; i < pre; ++i) {
           const int nb = nb0 + i / ksteps, ks = i % ksteps;
           load_weight_stage<kAct>(smem + i * stage_bytes<T>(), &map_b, &full[i], bytes, ks, nb, e, n);
@@ -283,12 +310,22 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
       }
       chain_wait();
     }
-    if (!kBlock && lane != 0) return;
+    if (!kBlock && !gather && lane != 0) return;
     int it = 0;
     for (int tb = 0; tb < batches; ++tb) {
       const int tok = min(T, rows - tb * T);
       const int boxes = tok_boxes(tok);
-      const uint32_t bytes = stage_tx_bytes(tok);
+      const uint32_t bytes = gather ? static_cast<uint32_t>(kWBytes) : stage_tx_bytes(tok);
+      // gather: byte offsets in x of the batch's rows lane + 32 i (kDeadRow past the expert's end).
+      uint32_t row_off[T / 32];
+      if (gather) {
+#pragma unroll
+        for (int i = 0; i < T / 32; ++i) {
+          const int row = tb * T + lane + 32 * i;
+          row_off[i] = row < rows ? static_cast<uint32_t>(__ldcg(gx.row_slot + row0 + row) / gx.topk) * gx.row_bytes
+                                  : kDeadRow;
+        }
+      }
       for (int nb = nb0; nb < nb0 + nbn; ++nb)
         for (int ks = 0; ks < ksteps; ++ks, ++it) {
           const int s = it % S;
@@ -318,12 +355,36 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
             }
           }
           if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
+          if (gather) {
+            // Lane l copies chunk l % 8 of rows l / 8 + 4 q (eight lanes read a row's 128 bytes of
+            // this k step); row r's offset is lane r % 32's row_off[r / 32]. Chunks past k read as
+            // zeros (source size 0), as the TMA box's.
+            const int chunk = lane & 7, row_lane = lane >> 3;
+            const uint32_t k_byte = static_cast<uint32_t>(ks) * kStageK + 16u * chunk;
+            const uint32_t k_ok = k_byte < static_cast<uint32_t>(k_bytes) ? 16u : 0u;
+            const uint32_t dst_a = smem_u32(smem + s * stage_bytes<T>() + kWBytes);
+#pragma unroll
+            for (int q = 0; q < T / 4; ++q) {
+              if (4 * q >= boxes * kTokBox) break;  // warp-uniform
+              const int r = row_lane + 4 * q;
+              const uint32_t off = __shfl_sync(0xffffffffu, row_off[q / 8], row_lane + 4 * (q % 8));
+              const bool live = off != kDeadRow;
+              cp_async16(dst_a + r * kStageK + ((chunk ^ (r & 7)) << 4), gx.x + (live ? off + k_byte : 0u),
+                         live ? k_ok : 0u);
+            }
+            cp_async_mbar_arrive(&full[s]);
+            __syncwarp();
+          }
           if (lane == 0) {
             uint8_t* st = smem + s * stage_bytes<T>();
             if (it >= pre) load_weight_stage<kAct>(st, &map_b, &full[s], bytes, ks, nb, e, n);  // else before the wait
-            for (int bx = 0; bx < boxes; ++bx)
-              tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK,
-                          row0 + tb * T + bx * kTokBox, &full[s]);
+            if (gather) {
+              mbar_arrive(&full[s]);  // after every lane's cp.async arrival (__syncwarp above)
+            } else {
+              for (int bx = 0; bx < boxes; ++bx)
+                tma_load_2d(st + kWBytes + bx * kTokBox * kStageK, &map_a, ks * kStageK,
+                            row0 + tb * T + bx * kTokBox, &full[s]);
+            }
           }
           if constexpr (kBlock) {
 #pragma unroll
@@ -507,6 +568,13 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
     per = static_cast<int>(spread < 1 ? 1 : spread < per ? spread : per);
   }
   const dim3 grid(static_cast<unsigned>((nblocks + per - 1) / per), static_cast<unsigned>(active));
+  StreamGather gx;
+  if (kAct && !kBlock && g.gather_x != nullptr) {
+    gx.x = static_cast<const uint8_t*>(g.gather_x);
+    gx.row_slot = g.gather_row_slot;
+    gx.topk = g.gather_topk;
+    gx.row_bytes = static_cast<uint32_t>(k_bytes);
+  }
 #define FMOE_SG_LAUNCH(S, T)                                                                                   \
   do {                                                                                                        \
     constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, S, T>;                                       \
@@ -514,7 +582,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
     launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<S, T>(), stream, map_b, map_a,                 \
                    g.d, !kAct && g.d_dtype == DType::BF16, static_cast<int>(cols), k_bytes, g.groups,          \
                    g.expert_offsets, per, g.offsets_final_at_launch,                                          \
-                   g.a_scale, g.b_scale, g.d_col_scale, p);                                                   \
+                   g.a_scale, g.b_scale, g.d_col_scale, gx, p);                                               \
   } while (0)
   if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g)))
     FMOE_SG_LAUNCH(kBlock ? kWideBlockStages : kWideStages, kWideTokTile);
@@ -591,6 +659,7 @@ void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationPa
     throw Error("stream GEMM1 + activation (fp8-block): called for a problem it does not take "
                 "(stream_gemm1_block_act_applies: gated activation in halves, R = 2N with N a multiple of 128, "
                 "1 x 128 quantisation of bf16 rows; N = " + std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
+  if (g1.gather_x != nullptr) throw Error("stream GEMM1 + activation (fp8-block): gathered rows are not taken");
   launch_bf16_rows<true>(g1, p, act_bf16, stream, tile, FusedGemm1::FP8_BLOCK, "fp8-block");
 }
 
@@ -610,7 +679,23 @@ void stream_gemm1_channel_activation(const GroupedGemmArgs& g1, const Activation
                 "(stream_gemm1_channel_act_applies: fp8 operands, per-channel dequant, per-row fp8 quantisation of "
                 "bf16 rows, gated activation with R = 2N and N a multiple of 8; N = " + std::to_string(p.N) +
                 ", R = " + std::to_string(p.R) + ")");
+  if (g1.gather_x != nullptr) count_gathered_gemm1_launch();
   launch_bf16_rows<false>(g1, p, act_bf16, stream, tile, FusedGemm1::FP8_CHANNEL, "fp8-channel");
+}
+
+bool stream_gemm1_gather_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p, const void* x,
+                                 int64_t tokens) {
+  const Gemm1Gather mode = gemm1_gather_mode();
+  if (mode == Gemm1Gather::OFF || (g1.op != Operand::BF16 && g1.op != Operand::FP8)) return false;
+  if (!(stream_gemm1_act_applies(g1, path, p) || stream_gemm1_channel_act_applies(g1, path, p))) return false;
+  const int64_t row_bytes = g1.k * (g1.op == Operand::FP8 ? 1 : 2);
+  if (x == nullptr || reinterpret_cast<uintptr_t>(x) % 16 != 0 || row_bytes % 16 != 0 || tokens <= 0 ||
+      tokens * row_bytes > (int64_t{1} << 32))
+    return false;
+  if (mode == Gemm1Gather::ON) return true;
+  // AUTO: as the CUTLASS GEMM1's rule (sm90_gemm1_gather_applies): few weight blocks per expert
+  // (each CTA copies its rows once per block it streams) over a long k.
+  return g1.n <= 1024 && g1.k >= 4096;
 }
 
 void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,
@@ -619,6 +704,10 @@ void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& 
     throw Error("stream GEMM1 + activation: called for a problem it does not take (stream_gemm1_act_applies: gated "
                 "activation, R = 2N with N a multiple of 8, bf16 / fp16 conversion or static fp8; N = " +
                 std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
+  if (g1.gather_x != nullptr) {
+    if (g1.op == Operand::FP16) throw Error("stream GEMM1 + activation: gathered rows are bf16 or fp8 (stream_gemm1_gather_applies)");
+    count_gathered_gemm1_launch();
+  }
   switch (g1.op) {
     case Operand::BF16: return launch<Operand::BF16, false, true>(g1, stream, tile, p);
     case Operand::FP16: return launch<Operand::FP16, false, true>(g1, stream, tile, p);
@@ -627,6 +716,7 @@ void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& 
 }
 
 void stream_grouped_gemm(const GroupedGemmArgs& g, GemmPath path, cudaStream_t stream, StreamTile tile) {
+  if (g.gather_x != nullptr) throw Error("stream GEMM: gathered rows are taken by GEMM1 + activation only");
   if (!stream_gemm_applies(g, path))
     throw Error("stream GEMM: called for a problem it does not take (fp32 or bf16 D, bf16 / fp16 / fp8 operands with "
                 "16-byte aligned rows and bases; fp8-block also n, k multiples of 128 and both scale arrays; n = " +

@@ -68,6 +68,13 @@ void stream_gemm1_block_activation(const GroupedGemmArgs& g1, const ActivationPa
 // quantise-only pass turns into GEMM2's per-row fp8 operand - the large-batch path's
 // (run_grouped_gemm1_channel_act) steps in the few-rows range.
 bool stream_gemm1_channel_act_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p);
+
+// Whether those two (bf16 / static fp8-tensor, fp8-channel; not fp8-block) gather GEMM1's rows by
+// token from x ([tokens, k] of the operand type, 16-byte aligned; GroupedGemmArgs::gather_x), as
+// the CUTLASS GEMM1 does (sm90_gemm1_gather_applies, the same Gemm1Gather mode): the producer
+// warp's cp.async copies instead of TMA boxes of the permuted operand.
+bool stream_gemm1_gather_applies(const GroupedGemmArgs& g1, GemmPath path, const ActivationParams& p, const void* x,
+                                 int64_t tokens);
 void stream_gemm1_channel_activation(const GroupedGemmArgs& g1, const ActivationParams& p, void* act_bf16,
                                      cudaStream_t stream, StreamTile tile = StreamTile::AUTO);
 

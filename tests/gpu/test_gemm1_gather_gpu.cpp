@@ -82,6 +82,21 @@ TEST(Gemm1GatherGpu, MatchesOracleAndPermutedOperand) {
       for (int variant : {0, 1}) check_gathered(gather_case(f, halves, variant), -1, false);
 }
 
+// The few-rows range (at most 32-64 rows per expert): the stream GEMM's GEMM1 + activation
+// gathers through its producer warp's cp.async copies; 100 tokens, top-2 of 8 experts (25 rows
+// per expert on average, partial token boxes), and top-3 of 5 with 60 rows (the wide token tile).
+TEST(Gemm1GatherGpu, StreamGemmFewRows) {
+  FMOE_REQUIRE_GPU();
+  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL})
+    for (int variant : {0, 1}) {
+      Case c = gather_case(f, variant == 0, variant);
+      c.M = variant == 0 ? 100 : 100;
+      c.E = variant == 0 ? 8 : 5;
+      c.topk = variant == 0 ? 2 : 3;
+      check_gathered(c, -1, false);
+    }
+}
+
 TEST(Gemm1GatherGpu, IdsOutOfRangeAndUnmappedExperts) {
   FMOE_REQUIRE_GPU();
   for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL}) {
