@@ -693,9 +693,16 @@ bool stream_gemm1_gather_applies(const GroupedGemmArgs& g1, GemmPath path, const
       tokens * row_bytes > (int64_t{1} << 32))
     return false;
   if (mode == Gemm1Gather::ON) return true;
-  // AUTO: as the CUTLASS GEMM1's rule (sm90_gemm1_gather_applies): few weight blocks per expert
-  // (each CTA copies its rows once per block it streams) over a long k.
-  return g1.n <= 1024 && g1.k >= 4096;
+  // AUTO: the 64-row token tile (at most 48 expected rows per expert: wide_tile() false) from 256
+  // tokens up. Same-binary A/B with the gather forced on, H100
+  // (bench/results/2026-11-27-h100-stream-gather/forced): DeepSeek-V3 TP8 at 1024 tokens 0.935
+  // (bf16) / 0.954 (fp8-tensor, fp8-channel) - the permute writes no slot rows and GEMM1 reads a
+  // compact x instead (663 -> 637 us bf16) - at 256 tokens 0.973-0.982; DeepSeek-V3 TP1 0.992-0.998;
+  // Qwen3-30B-A3B 256 tokens 0.976-0.995. On the wide tile (49-64 rows per expert) it lost:
+  // Mixtral-8x7B 256 tokens 1.011-1.037, Qwen3-30B-A3B fp8 1024 tokens 1.022 (bf16 0.982).
+  // Smaller batches were not measured.
+  constexpr int64_t kStreamGatherMinTokens = 256;
+  return !wide_tile(g1) && tokens >= kStreamGatherMinTokens;
 }
 
 void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& p, cudaStream_t stream,

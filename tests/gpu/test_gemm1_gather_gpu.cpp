@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cuda/grouped_gemm.hpp"
+#include "cuda/stream_gemm.hpp"
 #include "gpu/gpu_test_util.hpp"
 
 namespace fusedmoe::gputest {
@@ -95,6 +96,39 @@ TEST(Gemm1GatherGpu, StreamGemmFewRows) {
       c.topk = variant == 0 ? 2 : 3;
       check_gathered(c, -1, false);
     }
+}
+
+// The stream GEMM's AUTO rule: the 64-row token tile from 256 tokens up (DeepSeek-V3 TP8 GEMM1 at
+// 1024 tokens: 32 rows per expert); not the wide tile (64 rows per expert), not below 256 tokens.
+TEST(Gemm1GatherGpu, StreamAutoRule) {
+  alignas(16) static const uint16_t buf[8] = {};
+  cuda::GroupedGemmArgs g;
+  g.op = cuda::Operand::BF16;
+  g.a = buf;
+  g.b = buf;
+  g.d_dtype = DType::F32;
+  g.n = 512;
+  g.k = 7168;
+  g.groups = 256;
+  g.max_rows = 1024 * 8;
+  g.small_m_ok = false;
+  cuda::ActivationParams ap;
+  ap.N = 256;
+  ap.R = 512;
+  ap.op = cuda::Operand::BF16;
+  ap.act_dtype = DType::BF16;
+  ASSERT_TRUE(cuda::stream_gemm1_act_applies(g, cuda::GemmPath::SM90_TMA, ap));
+  const auto applies = [&](cuda::Gemm1Gather mode, int64_t tokens) {
+    GatherSwitch m(mode);
+    return cuda::stream_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, buf, tokens);
+  };
+  EXPECT_TRUE(applies(cuda::Gemm1Gather::AUTO, 1024));
+  EXPECT_FALSE(applies(cuda::Gemm1Gather::AUTO, 128));  // below 256 tokens
+  EXPECT_TRUE(applies(cuda::Gemm1Gather::ON, 128));
+  EXPECT_FALSE(applies(cuda::Gemm1Gather::OFF, 1024));
+  g.groups = 128;  // 64 rows per expert: the wide token tile
+  EXPECT_FALSE(applies(cuda::Gemm1Gather::AUTO, 1024));
+  EXPECT_TRUE(applies(cuda::Gemm1Gather::ON, 1024));
 }
 
 TEST(Gemm1GatherGpu, IdsOutOfRangeAndUnmappedExperts) {
