@@ -833,8 +833,10 @@ bool token_codes_applies(const GatherParams& p) {
 void launch_token_codes(const GatherParams& p, cudaStream_t stream) {
   if (!token_codes_applies(p))
     throw Error("permute: token-major fp8 codes asked for a call they do not take (token_codes_applies)");
-  if (p.quant == Fp8Quant::ROW) launch_chained(quantise_tokens_row_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
-  else launch_chained(quantise_tokens_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
+  if (p.quant == Fp8Quant::ROW)
+    launch_chained(quantise_tokens_row_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
+  else
+    launch_chained(quantise_tokens_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {

@@ -712,7 +712,8 @@ void stream_gemm1_activation(const GroupedGemmArgs& g1, const ActivationParams& 
                 "activation, R = 2N with N a multiple of 8, bf16 / fp16 conversion or static fp8; N = " +
                 std::to_string(p.N) + ", R = " + std::to_string(p.R) + ")");
   if (g1.gather_x != nullptr) {
-    if (g1.op == Operand::FP16) throw Error("stream GEMM1 + activation: gathered rows are bf16 or fp8 (stream_gemm1_gather_applies)");
+    if (g1.op == Operand::FP16)
+      throw Error("stream GEMM1 + activation: gathered rows are bf16 or fp8 (stream_gemm1_gather_applies)");
     count_gathered_gemm1_launch();
   }
   switch (g1.op) {

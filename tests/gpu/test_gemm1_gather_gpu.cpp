@@ -1,11 +1,12 @@
-// GEMM1 + activation with its A rows gathered by token inside the mainloop
-// (sm90_gather_a_mainloop.cuh; bf16 from hidden_states, static fp8-tensor and fp8-channel from one
-// row of codes per token - fp8-channel's per-token scale written to each slot's row): the layer's output against the float64 oracle (with graph replay), bitwise equal to
-// the same layer with the gather switched off (the permuted operand and CUTLASS's tile loads: the
-// same operand values land in the same shared-memory places), and the gathered kernel is the one
-// that ran (its launch counter). Rows per expert are not multiples of the 128-row tile, so tiles
-// hold rows past their expert's end (loaded as token 0, never stored); ids out of range and an
-// expert map with unmapped experts leave slots without rows.
+// GEMM1 + activation with its A rows gathered by token inside the mainloop (CUTLASS:
+// sm90_gather_a_mainloop.cuh; the stream GEMM's producer warp in the few-rows range): bf16 from
+// hidden_states, static fp8-tensor and fp8-channel from one row of codes per token (fp8-channel's
+// per-token scale written to each slot's row). The layer's output against the float64 oracle (with
+// graph replay), bitwise equal to the same layer with the gather switched off (the permuted operand
+// and the TMA tile loads: the same operand values land in the same shared-memory places), and the
+// gathered kernel is the one that ran (its launch counter). Rows per expert are not multiples of
+// the 128-row tile, so tiles hold rows past their expert's end (zero-filled, never stored); ids out
+// of range and an expert map with unmapped experts leave slots without rows.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -91,7 +92,7 @@ TEST(Gemm1GatherGpu, StreamGemmFewRows) {
   for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL})
     for (int variant : {0, 1}) {
       Case c = gather_case(f, variant == 0, variant);
-      c.M = variant == 0 ? 100 : 100;
+      c.M = 100;
       c.E = variant == 0 ? 8 : 5;
       c.topk = variant == 0 ? 2 : 3;
       check_gathered(c, -1, false);
@@ -209,7 +210,8 @@ TEST(Gemm1GatherGpu, AutoRuleCoversFp8Channel) {
   ap.dq.kind = cuda::Dequant::CHANNEL;
   ap.quant = cuda::Fp8Quant::ROW;
   alignas(16) static const uint8_t x[16] = {};
-  if (!cuda::sm90_gemm1_channel_act_applies(g, cuda::GemmPath::SM90_TMA, ap)) GTEST_SKIP() << "fp8 SM90 GEMMs not built";
+  if (!cuda::sm90_gemm1_channel_act_applies(g, cuda::GemmPath::SM90_TMA, ap))
+    GTEST_SKIP() << "fp8 SM90 GEMMs not built";
   GatherSwitch automatic(cuda::Gemm1Gather::AUTO);
   EXPECT_TRUE(cuda::sm90_gemm1_gather_applies(g, cuda::GemmPath::SM90_TMA, ap, x, 4096));
   g.max_rows = 4096 * 16;

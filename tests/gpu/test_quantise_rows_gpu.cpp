@@ -3,9 +3,9 @@
 // directly, against a host reference of the same steps: per row (ROW) or per 128-wide group
 // (BLOCK, fp32 and power-of-two scales) s = max(amax, 1e-10) / 448, codes e4m3(v / s). Both the
 // warp-per-row kernels (>= 512 rows of <= 2048 values for ROW, <= 1024 for BLOCK) and the
-// block-per-row ones (fewer rows, longer rows) are covered, including a row width that is not a multiple of a warp's 256 values
-// and an expert without rows (BLOCK's scale layout is per expert). Outputs are poisoned first;
-// every code and scale is compared bitwise.
+// block-per-row ones (fewer rows, longer rows) are covered, including a row width that is not a
+// multiple of a warp's 256 values and an expert without rows (BLOCK's scale layout is per expert).
+// Outputs are poisoned first; every code and scale is compared bitwise.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
