@@ -191,8 +191,6 @@ __device__ __forceinline__ void mma_stage(float (&d)[D], uint32_t sa, uint32_t s
   wg::fence_operand(d);
 }
 
-// A stage's activation boxes for tok token rows, and its transaction bytes (the weight block's
-// part plus those boxes): what the stage's full barrier expects.
 // GEMM1 + activation with its activation rows gathered by token (GroupedGemmArgs::gather_x;
 // stream_gemm1_gather_applies): the producer warp copies each stage's token rows from the
 // token-major input with cp.async (16-byte chunks into the 128-byte-swizzled places the TMA box
@@ -215,6 +213,9 @@ __device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
 }
 
+// A stage's activation boxes for tok token rows, and its transaction bytes (the weight block's
+// part plus those boxes): what the stage's full barrier expects (gathered rows: the weight block's
+// part only, the rows counted by cp.async arrivals).
 __device__ __forceinline__ int tok_boxes(int tok) { return (tok + kTokBox - 1) / kTokBox; }
 __device__ __forceinline__ uint32_t stage_tx_bytes(int tok) { return kWBytes + tok_boxes(tok) * kTokBox * kStageK; }
 
