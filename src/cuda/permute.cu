@@ -492,11 +492,15 @@ __device__ __forceinline__ void for_token_rows(const GatherParams& p, int64_t t,
   }
 }
 
-// NONE and TENSOR_* quantisation, as gather_vec_row_kernel.
+// NONE and TENSOR_* quantisation, as gather_vec_row_kernel. kTokenOrder: GEMM1's operand for the
+// gathered GEMM1 (sm90_gemm1_gather_applies, launch_token_codes) - static fp8-tensor codes in token
+// order, one row per token (the codes stored to every slot's row otherwise); GEMM1 then loads each
+// row of its tiles from here by the row's token.
+template <bool kTokenOrder>
 __global__ void __launch_bounds__(kVecThreads) gather_token_vec_kernel(GatherParams p) {
   chain_wait();
   const int lanes = static_cast<int>(p.K / 8);
-  const bool fp8 = p.quant != Fp8Quant::NONE;
+  const bool fp8 = kTokenOrder || p.quant != Fp8Quant::NONE;
   const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
   const Operand op = fp8 ? Operand::FP8 : p.op;
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
@@ -505,53 +509,21 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_vec_kernel(GatherPar
       float v[8];
       gemm1_values8(p, t, 1.0f, k, v);
       const uint4 w = pack_gather8(p, v, fp8, s);
-      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, op, r * p.K + k, w, fp8 ? KOrder::NATURAL : p.korder); });
-    }
-  }
-}
-
-// GEMM1's operand for the gathered GEMM1 (sm90_gemm1_gather_applies): static fp8-tensor codes of
-// hidden_states in token order, one row per token (the codes gather_token_vec_kernel stores to
-// every slot's row); GEMM1 then loads each row of its tiles from here by the row's token.
-__global__ void __launch_bounds__(kVecThreads) quantise_tokens_vec_kernel(GatherParams p) {
-  chain_wait();
-  const int lanes = static_cast<int>(p.K / 8);
-  const float s = tensor_scale_value(p.scale);
-  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
-    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
-      const int64_t k = static_cast<int64_t>(l) * 8;
-      float v[8];
-      gemm1_values8(p, t, 1.0f, k, v);
-      store_packed8(p.out, Operand::FP8, t * p.K + k, pack_gather8(p, v, true, s), KOrder::NATURAL);
-    }
-  }
-}
-
-// The same for ROW (fp8-channel's per-token scales): each token's codes once, in token order, as
-// gather_token_row_vec_kernel computes them, and the token's scale to every one of its slots' rows
-// (the fused GEMM1 + activation's per-row dequant reads them by row).
-__global__ void __launch_bounds__(kVecThreads) quantise_tokens_row_vec_kernel(GatherParams p) {
-  chain_wait();
-  const int lanes = static_cast<int>(p.K / 8);
-  for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
-    float m = 0.0f;
-    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
-      float v[8];
-      gemm1_values8(p, t, 1.0f, static_cast<int64_t>(l) * 8, v);
-      m = fmaxf(m, amax8(v));
-    }
-    const float s = scale_from_amax(block_max(m));
-    if (threadIdx.x == 0) for_token_rows(p, t, [&](int64_t r) { p.row_scale[r] = s; });
-    for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
-      const int64_t k = static_cast<int64_t>(l) * 8;
-      float v[8];
-      gemm1_values8(p, t, 1.0f, k, v);
-      store_packed8(p.out, Operand::FP8, t * p.K + k, pack8_row_codes(Operand::FP8, v, s), KOrder::NATURAL);
+      if constexpr (kTokenOrder) {
+        store_packed8(p.out, Operand::FP8, t * p.K + k, w, KOrder::NATURAL);
+      } else {
+        const KOrder ko = fp8 ? KOrder::NATURAL : p.korder;
+        for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, op, r * p.K + k, w, ko); });
+      }
     }
   }
 }
 
 // ROW (per-token fp8), as gather_row_vec_kernel: the token's amax once, its scale to every row.
+// kTokenOrder: the same codes once per token, in token order (fp8-channel's gathered GEMM1), the
+// scale still written to every slot's row (the fused GEMM1 + activation's per-row dequant reads it
+// by row).
+template <bool kTokenOrder>
 __global__ void __launch_bounds__(kVecThreads) gather_token_row_vec_kernel(GatherParams p) {
   chain_wait();
   const int lanes = static_cast<int>(p.K / 8);
@@ -568,8 +540,12 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_row_vec_kernel(Gathe
       const int64_t k = static_cast<int64_t>(l) * 8;
       float v[8];
       gemm1_values8(p, t, 1.0f, k, v);
-      const uint4 w = pack8_row_codes(p.op, v, s);
-      for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, p.op, r * p.K + k, w, p.korder); });
+      if constexpr (kTokenOrder) {
+        store_packed8(p.out, Operand::FP8, t * p.K + k, pack8_row_codes(Operand::FP8, v, s), KOrder::NATURAL);
+      } else {
+        const uint4 w = pack8_row_codes(p.op, v, s);
+        for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, p.op, r * p.K + k, w, p.korder); });
+      }
     }
   }
 }
@@ -834,9 +810,9 @@ void launch_token_codes(const GatherParams& p, cudaStream_t stream) {
   if (!token_codes_applies(p))
     throw Error("permute: token-major fp8 codes asked for a call they do not take (token_codes_applies)");
   if (p.quant == Fp8Quant::ROW)
-    launch_chained(quantise_tokens_row_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
+    launch_chained(gather_token_row_vec_kernel<true>, row_grid(p.M), row_threads8(p.K), 0, stream, p);
   else
-    launch_chained(quantise_tokens_vec_kernel, row_grid(p.M), row_threads8(p.K), 0, stream, p);
+    launch_chained(gather_token_vec_kernel<true>, row_grid(p.M), row_threads8(p.K), 0, stream, p);
 }
 
 void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream) {
@@ -847,9 +823,9 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     else if (p.quant == Fp8Quant::NVFP4)
       launch_chained(gather_token_nvfp4_vec_kernel, grid, row_threads8(p.K / 2), 0, stream, p);
     else if (vec_gather_kind(p) == VecGather::ROW)
-      launch_chained(gather_token_row_vec_kernel, grid, threads, 0, stream, p);
+      launch_chained(gather_token_row_vec_kernel<false>, grid, threads, 0, stream, p);
     else
-      launch_chained(gather_token_vec_kernel, grid, threads, 0, stream, p);
+      launch_chained(gather_token_vec_kernel<false>, grid, threads, 0, stream, p);
     return;
   }
   if (block_vec_gather_applies(p)) {
