@@ -223,14 +223,6 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_row_kernel(Activati
 // shuffles only and quantises from the registers, where the block-per-row kernels wait on a block
 // barrier per row (ROW) and read the row a second time. The same values (bf16 bits widened
 // exactly), maxima, scales and codes: bitwise their results.
-__device__ __forceinline__ void bf16x8_to_float(const uint4 u, float (&v)[8]) {
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    v[2 * j] = __uint_as_float(w[j] << 16);
-    v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
-  }
-}
 template <int V>
 __device__ __forceinline__ void load_row_regs(const ActivationParams& p, int64_t r, int lanes, uint4 (&raw)[V]) {
   const uint4* src = reinterpret_cast<const uint4*>(p.act_bf16 + r * p.N);

@@ -312,6 +312,16 @@ __device__ __forceinline__ void store4_from_float(void* p, DType d, int64_t i, c
 }
 
 // Loads 8 values of a BF16 / F16 / F32 array at elements [i, i + 8) (aligned to 8 elements).
+// The 8 bf16 values packed in u (low half of each word first) widened exactly to fp32 (the bf16
+// case of load8_as_float below, for values already in registers).
+__device__ __forceinline__ void bf16x8_to_float(const uint4 u, float (&v)[8]) {
+  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    v[2 * j] = __uint_as_float(w[j] << 16);
+    v[2 * j + 1] = __uint_as_float(w[j] & 0xffff0000u);
+  }
+}
 __device__ __forceinline__ void load8_as_float(const void* p, DType d, int64_t i, float (&v)[8]) {
   if (d == DType::F32) {
     const float4 a = *reinterpret_cast<const float4*>(static_cast<const float*>(p) + i);

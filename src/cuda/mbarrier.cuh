@@ -32,6 +32,16 @@ __device__ __forceinline__ void mbar_wait(uint64_t* bar, uint32_t parity) {
       "r"(parity)
       : "memory");
 }
+// cp.async of 16 bytes from global to shared memory (dst: a shared-space address), of which the
+// first src_bytes are read and the rest zero-filled (0: no global read at all).
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32_t src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+// The pending count of bar rises by one now and falls when this thread's earlier cp.async copies
+// have landed (no .noinc): a barrier phase completes only after them.
+__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
+}
 // One contiguous 1-D bulk copy of `bytes` (a multiple of 16; both addresses 16-byte aligned)
 // from global into shared memory, completing on bar.
 __device__ __forceinline__ void bulk_load_1d(void* dst, const void* src, uint32_t bytes, uint64_t* bar) {

@@ -36,6 +36,7 @@
 //   layer time at Mixtral's compute-bound points (bench/results/2026-11-27-h100-gemm1-cpasync).
 #include <cstdint>
 
+#include "cuda/mbarrier.cuh"
 #include "cute/arch/copy_sm90_tma.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/arch/barrier.h"
@@ -114,9 +115,6 @@ struct GatherAMainloop : Base {
     group_row0_ = mainloop_params.gather_offsets[next_batch];
   }
 
-  CUTLASS_DEVICE static void copy16(uint32_t dst, const void* src, uint32_t src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-  }
   template <class LoadInputs, class TensorMaps, class BlockCoord, class KTileIterator>
   CUTLASS_DEVICE void load(Params const& mainloop_params, MainloopPipeline pipeline, PipelineState smem_pipe_write,
                            LoadInputs const& load_inputs, TensorMaps const& input_tensormaps,
@@ -187,7 +185,7 @@ struct GatherAMainloop : Base {
           const uint32_t off = __shfl_sync(0xffffffffu, row_off[q], row_lane + 4 * p);
           const bool live = off != kDead;
           const uint32_t dst = dst_stage + ((p & 1) ? lane_dst1 : lane_dst0) + (32 * q + 4 * p) * kRowBytes;
-          copy16(dst, src_k + (live ? off : 0u), live ? bytes : 0u);
+          ::fusedmoe::cuda::cp_async16(dst, src_k + (live ? off : 0u), live ? bytes : 0u);
         }
       }
       // Each lane's copies hold the phase open (pending count + 1 now, - 1 once they land); all

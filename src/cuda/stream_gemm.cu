@@ -204,14 +204,6 @@ struct StreamGather {
   uint32_t row_bytes = 0;                // k x element bytes; tokens x row_bytes < 2^32
 };
 constexpr uint32_t kDeadRow = 0xffffffffu;
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, uint32_t src_bytes) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-// The pending count of bar rises by one now and falls when this thread's earlier cp.async copies
-// have landed (no .noinc).
-__device__ __forceinline__ void cp_async_mbar_arrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(smem_u32(bar)) : "memory");
-}
 
 // A stage's activation boxes for tok token rows, and its transaction bytes (the weight block's
 // part plus those boxes): what the stage's full barrier expects (gathered rows: the weight block's
