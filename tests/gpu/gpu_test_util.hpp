@@ -50,6 +50,14 @@ inline void cuda_ok(cudaError_t e, const char* what) {
 }
 #define FMOE_CUDA(expr) ::fusedmoe::gputest::cuda_ok((expr), #expr)
 
+// SMs of the current device (the sm_count the kernels' launch rules take).
+inline int device_sm_count() {
+  int dev = 0, sms = 0;
+  FMOE_CUDA(cudaGetDevice(&dev));
+  FMOE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+
 // Device memory owned by the object.
 class DeviceBuffer {
  public:

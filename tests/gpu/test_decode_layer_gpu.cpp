@@ -56,17 +56,10 @@ Case to_case(const DecodeCase& d, uint64_t seed) {
   return c;
 }
 
-int sm_count() {
-  int dev = 0, sms = 0;
-  FMOE_CUDA(cudaGetDevice(&dev));
-  FMOE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
 // The shape fits the kernel's shared memory on this GPU (the rest of decode_layer_applies is
 // the format / activation / top-k of the case).
 void expect_shape_fits(const Case& c) {
-  const int sms = sm_count();
+  const int sms = device_sm_count();
   if (c.format == Format::MXFP4 || c.format == Format::NVFP4 || c.format == Format::W4A8_INT4) {
     cuda::DecodeLayerParams p;
     p.gather.K = c.K;

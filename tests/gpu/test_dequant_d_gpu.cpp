@@ -25,13 +25,6 @@ namespace {
 using cuda::GemmPath;
 using cuda::Operand;
 
-int device_sm_count() {
-  int dev = 0, sms = 0;
-  FMOE_CUDA(cudaGetDevice(&dev));
-  FMOE_CUDA(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
-  return sms;
-}
-
 struct DequantProblem {
   std::vector<int32_t> counts, offsets;
   int64_t n, k, rows = 0;
