@@ -28,6 +28,7 @@
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
 #include "cutlass/epilogue/collective/collective_builder.hpp"
+#include "cutlass/epilogue/fusion/sm90_callbacks_tma_warpspecialized.hpp"
 #include "cutlass/gemm/collective/collective_builder.hpp"
 #include "cutlass/gemm/device/gemm_universal_adapter.h"
 #include "cutlass/gemm/dispatch_policy.hpp"
@@ -50,8 +51,26 @@ struct TileConfig {
   using EpilogueSchedule = EpilogueSchedule_;
 };
 
-template <class Element, class Config, bool SwapAB, class ElementD_ = float>
+// kColScale: D = acc x col_scale[g, n] before D's rounding (GroupedGemmArgs::d_col_scale;
+// fp8-channel's GEMM2, sm90_grouped_gemm_fp8_d16_dequant.cu): an epilogue visitor tree - CUTLASS's
+// row broadcast (one value per column n for every row of the tile) with one pointer per group (a
+// float* element type: IsArrayOfPointers; the group's L stride 0) - instead of D = acc.
+template <class TileShape, class ElementD, bool kColScale>
+struct GroupedEpilogueFusion {
+  using type = cutlass::epilogue::fusion::LinearCombination<ElementD, float>;
+};
+template <class TileShape, class ElementD>
+struct GroupedEpilogueFusion<TileShape, ElementD, true> {
+  using ColScales = cutlass::epilogue::fusion::Sm90RowBroadcast<0, TileShape, float*, float,
+                                                                 cute::Stride<cute::_0, cute::_1, cute::_0>>;
+  using Multiply = cutlass::epilogue::fusion::Sm90Compute<cutlass::multiplies, ElementD, float,
+                                                          cutlass::FloatRoundStyle::round_to_nearest>;
+  using type = cutlass::epilogue::fusion::Sm90EVT<Multiply, cutlass::epilogue::fusion::Sm90AccFetch, ColScales>;
+};
+
+template <class Element, class Config, bool SwapAB, class ElementD_ = float, bool kColScale = false>
 struct GroupedGemm {
+  static_assert(!(kColScale && SwapAB), "column scales along n of the row-major D only");
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
   using LayoutA = cutlass::layout::RowMajor;
@@ -72,7 +91,7 @@ struct GroupedGemm {
       cutlass::epilogue::collective::EpilogueTileAuto, float, float,
       void, LayoutD*, kAlignD,  // no C operand: D = acc
       ElementD, LayoutD*, kAlignD, typename Config::EpilogueSchedule,
-      cutlass::epilogue::fusion::LinearCombination<ElementD, float>>::CollectiveOp;
+      typename GroupedEpilogueFusion<TileShape, ElementD, kColScale>::type>::CollectiveOp;
 
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA*, kAlignAB, Element, LayoutB*, kAlignAB,
@@ -96,6 +115,7 @@ struct GroupedGemm {
     StrideA* stride_a;
     StrideB* stride_b;
     StrideD* stride_d;
+    const float** col_scales;  // kColScale: group g's d_col_scale + g * n
     void* cutlass_workspace;
   };
 
@@ -110,6 +130,7 @@ struct GroupedGemm {
     a.stride_a = w.take<StrideA>(g);
     a.stride_b = w.take<StrideB>(g);
     a.stride_d = w.take<StrideD>(g);
+    a.col_scales = kColScale ? w.take<const float*>(g) : nullptr;
     a.cutlass_workspace = w.next();
     *total = w.used();
     return a;
@@ -127,15 +148,19 @@ struct GroupedGemm {
     args.epilogue.dC = arr.stride_d;
     args.epilogue.ptr_D = arr.ptr_d;
     args.epilogue.dD = arr.stride_d;
-    auto& f = args.epilogue.thread;
-    f.alpha = 1.0f;  // D = acc exactly
-    f.beta = 0.0f;
-    f.alpha_ptr = nullptr;
-    f.beta_ptr = nullptr;
-    f.alpha_ptr_array = nullptr;
-    f.beta_ptr_array = nullptr;
-    f.dAlpha = {cute::_0{}, cute::_0{}, 0};
-    f.dBeta = {cute::_0{}, cute::_0{}, 0};
+    if constexpr (kColScale) {
+      args.epilogue.thread = {{}, {arr.col_scales}, {}};  // the tree's: {acc, column scales, multiply}
+    } else {
+      auto& f = args.epilogue.thread;
+      f.alpha = 1.0f;  // D = acc exactly
+      f.beta = 0.0f;
+      f.alpha_ptr = nullptr;
+      f.beta_ptr = nullptr;
+      f.alpha_ptr_array = nullptr;
+      f.beta_ptr_array = nullptr;
+      f.dAlpha = {cute::_0{}, cute::_0{}, 0};
+      f.dBeta = {cute::_0{}, cute::_0{}, 0};
+    }
     args.hw_info = hw;
     return args;
   }
@@ -150,11 +175,12 @@ struct GroupedGemm {
   static void run(const GroupedGemmArgs& g, cudaStream_t stream);
 };
 
-template <bool SwapAB, class Element, class ElementD, class StrideA, class StrideB, class StrideD, class Shape3>
+template <bool SwapAB, bool kColScale, class Element, class ElementD, class StrideA, class StrideB, class StrideD,
+          class Shape3>
 __global__ void setup_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
                                     const Element* b, ElementD* d, Shape3* problems, const Element** ptr_a,
                                     const Element** ptr_b, ElementD** ptr_d, StrideA* stride_a, StrideB* stride_b,
-                                    StrideD* stride_d) {
+                                    StrideD* stride_d, const float* col_scale, const float** col_scales) {
   chain_wait();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
@@ -163,6 +189,7 @@ __global__ void setup_groups_kernel(int groups, const int32_t* offsets, int n, i
   const Element* act = a + row0 * k;
   const Element* wgt = b + static_cast<int64_t>(g) * n * k;
   ptr_d[g] = d + row0 * n;
+  if constexpr (kColScale) col_scales[g] = col_scale + static_cast<int64_t>(g) * n;
   if constexpr (SwapAB) {
     problems[g] = Shape3{n, rows, k};
     ptr_a[g] = wgt;
@@ -185,16 +212,20 @@ inline void check_cutlass(cutlass::Status s, const char* what) {
     throw Error(std::string("CUTLASS grouped GEMM: ") + what + " failed: " + cutlass::cutlassGetStatusString(s));
 }
 
-template <class Element, class Config, bool SwapAB, class ElementD_>
-void GroupedGemm<Element, Config, SwapAB, ElementD_>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class Element, class Config, bool SwapAB, class ElementD_, bool kColScale>
+void GroupedGemm<Element, Config, SwapAB, ElementD_, kColScale>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
   if (g.d_dtype != kDType) throw Error("CUTLASS grouped GEMM: the instance's D dtype differs from the call's");
+  if ((g.d_col_scale != nullptr) != kColScale)
+    throw Error(kColScale ? "CUTLASS grouped GEMM: the column-scale instance needs d_col_scale"
+                          : "CUTLASS grouped GEMM: d_col_scale asked of an instance without column scales");
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
-  launch_chained(setup_groups_kernel<SwapAB, Element, ElementD, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0, stream,
+  constexpr auto setup = setup_groups_kernel<SwapAB, kColScale, Element, ElementD, StrideA, StrideB, StrideD, Shape3>;
+  launch_chained(setup, blocks, 128, 0, stream,
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
       static_cast<const Element*>(g.b), static_cast<ElementD*>(g.d), arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d,
-      arr.stride_a, arr.stride_b, arr.stride_d);
+      arr.stride_a, arr.stride_b, arr.stride_d, g.d_col_scale, arr.col_scales);
   const auto args = arguments(arr, g.groups, g.device, g.sm_count);
   Gemm gemm;
   check_cutlass(gemm.can_implement(args), "can_implement");
