@@ -112,8 +112,24 @@ constexpr int64_t kStreamLongKMinK = 512;
 inline bool stream_wide_tile_ok(const GroupedGemmArgs& a) {
   return a.op == Operand::BF16 || a.op == Operand::FP16 || (a.op == Operand::FP8 && a.a_scale == nullptr);
 }
+// 65..kStreamTallMaxRowsPerGroup expected rows per active expert: the stream GEMM's 256-row token
+// tile (StreamTile::TALL: each CTA streams its weight block once for all of an expert's rows, the
+// wgmma's N rounded up to 32 rows, where the large configs pad to 128-row tiles and re-read the
+// weights per tile) for the calls stream_tall_tile_ok takes: 16-bit operands and fp8 without block
+// scales (whose accumulators, 128 per thread, leave no room for a promotion set) with
+// k >= stream_tall_min_k(). 192 keeps uniform routing's rows per expert (E[r] +- 3 sqrt(E[r]))
+// inside one 256-row batch.
+constexpr int64_t kStreamTallMaxRowsPerGroup = 192;
+// The smallest k for the tall tile (grouped_gemm.cpp): FUSEDMOE_STREAM_TALL=<k> sets it, =0 turns
+// the tile off (same-binary A/B runs); unset: kStreamTallMinK.
+int64_t stream_tall_min_k();
+void set_stream_tall_min_k(int64_t k);  // tests; k <= 0: off
+inline bool stream_tall_tile_ok(const GroupedGemmArgs& a) {
+  return stream_wide_tile_ok(a) && a.k >= stream_tall_min_k();
+}
 inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
   if (a.k < kStreamLongKMinK) return kSmallConfigMaxRowsPerGroup;
+  if (stream_tall_tile_ok(a)) return kStreamTallMaxRowsPerGroup;
   return stream_wide_tile_ok(a) ? kStreamWideMaxRowsPerGroup : kStreamLongKMaxRowsPerGroup;
 }
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {

@@ -57,6 +57,10 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
+
+#include <cute/arch/mma_sm90_gmma.hpp>
+#include <cute/arch/mma_sm90_gmma_ext.hpp>
 
 #include "cuda/activation_store.cuh"
 #include "cuda/active_expert.cuh"
@@ -88,6 +92,12 @@ constexpr int kWideTokTile = 128;
 // set of 64: only tests force that tile, the AUTO rules keep fp8-block at 48 rows).
 constexpr int kWideStages = 3;
 constexpr int kWideBlockStages = 6;
+// The tall token tile (StreamTile::TALL, tall_tile()): 256 activation rows per batch, the wgmma's N
+// the expert's rows rounded up to 32 (64 .. 256; 128 accumulators per thread), 4 x 48 KB stages at
+// one CTA per SM, each stage's wgmmas left in flight while the next stage's are issued. 16-bit
+// operands and fp8 without block scales (no promotion set: it would not fit the registers).
+constexpr int kTallTokTile = 256;
+constexpr int kTallStages = 4;
 constexpr int kTokBox = 16;                       // activation rows per TMA box
 constexpr int64_t kActHalvesMaxBytes = int64_t{32} << 20;  // stream_gemm1_act_applies
 constexpr int kStages = 4;      // ring depth with two CTAs per SM
@@ -97,6 +107,8 @@ template <int T>
 constexpr int stage_bytes() { return kWBytes + T * kStageK; }  // a multiple of 1024: every box 1024-byte aligned
 template <int S, int T>
 constexpr int smem_bytes() { return S * stage_bytes<T>() + 1024; }  // + alignment slack of the dynamic base
+template <int S, int T>
+constexpr int ctas_per_sm() { return 2 * smem_bytes<S, T>() <= 220 * 1024 ? 2 : 1; }
 // Weight bytes a CTA streams at least (several 128-row blocks when rows are short), so its start
 // (expert lookup, barrier set-up, the first copies' latency) is paid over enough work.
 constexpr int64_t kTargetCtaBytes = 192 * 1024;
@@ -169,6 +181,46 @@ __device__ __forceinline__ void wgmma_stage(float (&d)[D], uint32_t sa, uint32_t
     wgmma_step<OP, N, D>(d, da + 2 * kk, db + 2 * kk, accumulate || kk > 0 ? 1 : 0);
 }
 
+// The tall tile's widths other than 8 .. 128 (96, 160, 192, 224, 256): CUTLASS's (cute) wgmma
+// wrappers, which spell out every accumulator operand of each N; always accumulating (D += A x B).
+template <Operand OP, int N>
+struct TallGmma;
+#define FMOE_SG_TALL(N)                                                                                     \
+  template <>                                                                                               \
+  struct TallGmma<Operand::BF16, N> {                                                                       \
+    using Op = cute::SM90::GMMA::MMA_64x##N##x16_F32BF16BF16_SS<cute::SM90::GMMA::Major::K,                 \
+                                                                 cute::SM90::GMMA::Major::K>;               \
+  };                                                                                                        \
+  template <>                                                                                               \
+  struct TallGmma<Operand::FP16, N> {                                                                       \
+    using Op = cute::SM90::GMMA::MMA_64x##N##x16_F32F16F16_SS<cute::SM90::GMMA::Major::K,                   \
+                                                               cute::SM90::GMMA::Major::K>;                 \
+  };                                                                                                        \
+  template <>                                                                                               \
+  struct TallGmma<Operand::FP8, N> {                                                                        \
+    using Op = cute::SM90::GMMA::MMA_64x##N##x32_F32E4M3E4M3_SS_TN<>;                                       \
+  };
+FMOE_SG_TALL(96)
+FMOE_SG_TALL(160)
+FMOE_SG_TALL(192)
+FMOE_SG_TALL(224)
+FMOE_SG_TALL(256)
+#undef FMOE_SG_TALL
+
+template <class Op, int D, size_t... I>
+__device__ __forceinline__ void tall_step(float (&d)[D], uint64_t desc_a, uint64_t desc_b, std::index_sequence<I...>) {
+  Op::fma(desc_a, desc_b, d[I]..., cute::SM90::GMMA::ScaleOut::One);
+}
+template <Operand OP, int N, int D>
+__device__ __forceinline__ void tall_wgmma_stage(float (&d)[D], uint32_t sa, uint32_t sb) {
+  static_assert(N / 2 <= D, "accumulators");
+  const uint64_t da = wg::smem_desc(sa), db = wg::smem_desc(sb);
+  wg::wgmma_fence();
+#pragma unroll
+  for (int kk = 0; kk < kStageK / 32; ++kk)
+    tall_step<typename TallGmma<OP, N>::Op>(d, da + 2 * kk, db + 2 * kk, std::make_index_sequence<N / 2>{});
+}
+
 // A whole stage of a warpgroup with the wgmma width nw (8 .. 2 D tokens), waited for.
 template <Operand OP, int D>
 __device__ __forceinline__ void mma_stage(float (&d)[D], uint32_t sa, uint32_t sb, int nw, bool accumulate) {
@@ -189,6 +241,34 @@ __device__ __forceinline__ void mma_stage(float (&d)[D], uint32_t sa, uint32_t s
   wg::wgmma_commit();
   wg::wgmma_wait<0>();
   wg::fence_operand(d);
+}
+
+// The tall tile's k loop over one weight block at the wgmma width NW: each stage's wgmmas stay in
+// flight while the next stage's are issued, and a stage's slot is released once the wgmmas after
+// it were issued and it is done (wait_group 1). NW is a template argument so that no branch lies
+// between a stage's wgmmas and the next's: with the width switched per stage inside the loop,
+// ptxas serialised every wgmma (C7520, "compiler-inserted WG.AR in divergent path").
+template <Operand OP, int NW, int S, int T, int D>
+__device__ __forceinline__ void tall_block_mma(float (&acc)[D], uint8_t* smem, uint64_t* full, uint64_t* empty,
+                                               int& it, int ksteps, int wgi, int lane) {
+  for (int ks = 0; ks < ksteps; ++ks, ++it) {
+    const int s = it % S;
+    mbar_wait(&full[s], (it / S) & 1);
+    const uint32_t st = smem_u32(smem + s * stage_bytes<T>()), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
+    wg::fence_operand(acc);
+    if constexpr (NW == 64 || NW == 128) wgmma_stage<OP, NW>(acc, sw, sx, true);
+    else tall_wgmma_stage<OP, NW>(acc, sw, sx);
+    wg::wgmma_commit();
+    if (ks > 0) {
+      wg::wgmma_wait<1>();
+      __syncwarp();
+      if (lane == 0) mbar_arrive(&empty[(it - 1) % S]);
+    }
+  }
+  wg::wgmma_wait<0>();
+  wg::fence_operand(acc);
+  __syncwarp();
+  if (lane == 0 && ksteps > 0) mbar_arrive(&empty[(it - 1) % S]);
 }
 
 // GEMM1 + activation with its activation rows gathered by token (GroupedGemmArgs::gather_x;
@@ -228,7 +308,7 @@ __device__ __forceinline__ void load_weight_stage(uint8_t* st, const CUtensorMap
 // half's, so a consumer thread's C fragment rows g and g + 8 are the two sums of one output. n
 // is the number of outputs (p.N); p is the activation (ActivationRowStore), d is not used.
 template <Operand OP, bool kBlock, bool kAct, int S, int T>
-__global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
+__global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
     stream_gemm_kernel(const __grid_constant__ CUtensorMap map_b,
                                                                   const __grid_constant__ CUtensorMap map_a,
                                                                   void* __restrict__ d, bool d16, int n, int64_t k_bytes,
@@ -402,7 +482,12 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   // CUTLASS's default fp8 schedule, which the swap-AB config this replaces used. 16-bit types,
   // and fp8 without block scales on the wide tile (the FP8FastAccum configs' numerics; kWideStages),
   // accumulate in the wgmma's own registers across the stages.
-  constexpr bool kPromote = kBlock || (OP == Operand::FP8 && T != kWideTokTile);
+  constexpr bool kPromote = kBlock || (OP == Operand::FP8 && T < kWideTokTile);
+  static_assert(!(kBlock && T > kWideTokTile), "the tall token tile has no room for the block promotion");
+  // The tall tile keeps one stage's wgmmas in flight while it issues the next stage's (its
+  // accumulators are not touched between stages), so the tensor cores do not idle through each
+  // stage's wait and barrier round trip at one CTA per SM; the slot is released a stage later.
+  constexpr bool kInFlight = T == kTallTokTile;
   // kAct: the activation store's per-CTA constants (the tensor scales, this expert's dequant).
   const ActivationRowStore act_out = kAct ? ActivationRowStore::make(p, e) : ActivationRowStore{};
   float acc[T / 2];
@@ -411,11 +496,25 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
   for (int tb = 0; tb < batches; ++tb) {
     const int tok = min(T, rows - tb * T);
     const int nt = (tok + 7) / 8;                                               // 8-token column blocks with rows
-    const int nw = nt <= 1 ? 8 : nt <= 2 ? 16 : nt <= 4 ? 32 : (T > 64 && nt > 8) ? 128 : 64;  // the wgmma's N
+    // The wgmma's N: 8, 16, 32, 64, then (wide tile) 128; the tall tile: the rows rounded up to 32,
+    // at least 64 (a batch of fewer rows - an expert's last, or a small expert - streams at N = 64).
+    const int nw = T == kTallTokTile ? (nt <= 8 ? 64 : 32 * ((nt + 3) / 4))
+                   : nt <= 1 ? 8 : nt <= 2 ? 16 : nt <= 4 ? 32 : (T > 64 && nt > 8) ? 128 : 64;
     for (int nb = nb0; nb < nb0 + nbn; ++nb) {
 #pragma unroll
       for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
-      for (int ks = 0; ks < ksteps; ++ks, ++it) {
+      if constexpr (kInFlight) {  // nw >= 64 here (more than 64 rows: the wide tile's range and up)
+        switch (nw) {
+          case 64: tall_block_mma<OP, 64, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 96: tall_block_mma<OP, 96, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 128: tall_block_mma<OP, 128, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 160: tall_block_mma<OP, 160, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 192: tall_block_mma<OP, 192, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 224: tall_block_mma<OP, 224, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          default: tall_block_mma<OP, 256, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+        }
+      }
+      for (int ks = 0; ks < (kInFlight ? 0 : ksteps); ++ks, ++it) {
         const int s = it % S;
         mbar_wait(&full[s], (it / S) & 1);
         const uint32_t st = smem_u32(smem + s * stage_bytes<T>()), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
@@ -470,19 +569,30 @@ __global__ void __launch_bounds__(kWarps * 32, S > kStages ? 1 : 2)
           const bool channel = p.dq.kind == Dequant::CHANNEL;
           const float wg = channel ? p.dq.w[static_cast<int64_t>(e) * p.R + gi] : 1.0f;
           const float wu = channel ? p.dq.w[static_cast<int64_t>(e) * p.R + ui] : 1.0f;
+          // The tall tile shifts by kU column blocks at a time (kU copies of the store code), so
+          // that its 128 accumulators are not moved once per column block.
+          constexpr int kU = T == kTallTokTile ? 4 : 1;
 #pragma unroll 1
-          for (int j = 0; j < nt; ++j) {
-            const float f0 = acc[0], f1 = acc[1], s0 = acc[2], s1 = acc[3];
+          for (int j0 = 0; j0 < nt; j0 += kU) {
+            float f[kU][4];
 #pragma unroll
-            for (int i = 0; i + 4 < T / 2; ++i) acc[i] = acc[i + 4];
+            for (int u = 0; u < kU; ++u)
+#pragma unroll
+              for (int v = 0; v < 4; ++v) f[u][v] = acc[4 * u + v];
+#pragma unroll
+            for (int i = 0; i + 4 * kU < T / 2; ++i) acc[i] = acc[i + 4 * kU];
+#pragma unroll
+            for (int u = 0; u < kU; ++u) {
+              const int j = j0 + u;
 #pragma unroll 1
-            for (int q = 0; q < 2; ++q) {
-              const int r = tb * T + j * 8 + 2 * t + q;
-              if (r >= rows) break;
-              const float first = q ? f1 : f0, second = q ? s1 : s0;
-              const float gv = gate_first ? first : second, uv = gate_first ? second : first;
-              if (channel) act_out.store_channel(p, row0 + r, o, gv, uv, bg, bu, wg, wu);
-              else act_out.store(p, row0 + r, o, gv, uv, bg, bu);
+              for (int q = 0; q < 2; ++q) {
+                const int r = tb * T + j * 8 + 2 * t + q;
+                if (j >= nt || r >= rows) break;
+                const float first = q ? f[u][1] : f[u][0], second = q ? f[u][3] : f[u][2];
+                const float gv = gate_first ? first : second, uv = gate_first ? second : first;
+                if (channel) act_out.store_channel(p, row0 + r, o, gv, uv, bg, bu, wg, wu);
+                else act_out.store(p, row0 + r, o, gv, uv, bg, bu);
+              }
             }
           }
         }
@@ -539,10 +649,18 @@ bool wide_tile(const GroupedGemmArgs& g) {
   const int64_t active = active_groups(g);
   return stream_wide_tile_ok(g) && g.max_rows > kStreamLongKMaxRowsPerGroup * active;
 }
+// Whether an AUTO launch takes the tall token tile: the calls above the wide tile's 64 expected rows
+// per active expert (only stream_tall_tile_ok ones come here with more: sm90_use_small_config).
+bool tall_tile(const GroupedGemmArgs& g) {
+  const int64_t active = active_groups(g);
+  return stream_wide_tile_ok(g) && g.max_rows > kStreamWideMaxRowsPerGroup * active;
+}
 
 template <Operand OP, bool kBlock, bool kAct = false>
 void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
             const ActivationParams& p = ActivationParams{}) {
+  if (kBlock && tile == StreamTile::TALL)
+    throw Error("stream GEMM: the tall token tile takes no block scales (fp8-block runs the 64- or 128-row tile)");
   const int64_t elem = OP == Operand::FP8 ? 1 : 2, k_bytes = g.k * elem;
   const CUtensorMap map_b = kAct ? act_weight_map(g.b, g.groups, p.N, k_bytes, p.interleaved)
                                  : byte_map(g.b, static_cast<int64_t>(g.groups) * g.n, k_bytes, kBN);
@@ -577,6 +695,12 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
                    g.expert_offsets, per, g.offsets_final_at_launch,                                          \
                    g.a_scale, g.b_scale, g.d_col_scale, gx, p);                                               \
   } while (0)
+  if constexpr (!kBlock) {
+    if (tile == StreamTile::TALL || (tile == StreamTile::AUTO && tall_tile(g))) {
+      FMOE_SG_LAUNCH(kTallStages, kTallTokTile);
+      return;
+    }
+  }
   if (tile == StreamTile::WIDE || (tile == StreamTile::AUTO && wide_tile(g)))
     FMOE_SG_LAUNCH(kBlock ? kWideBlockStages : kWideStages, kWideTokTile);
   else if (small_grid && static_cast<int64_t>(grid.x) * active <= g.sm_count) FMOE_SG_LAUNCH(kDeepStages, kTokTile);
@@ -599,7 +723,7 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path) {
   const int64_t active = active_groups(a);
   return (a.k * elem) % 16 == 0 && reinterpret_cast<uintptr_t>(a.a) % 16 == 0 &&
          reinterpret_cast<uintptr_t>(a.b) % 16 == 0 && static_cast<int64_t>(a.groups) * a.n < INT32_MAX &&
-         a.max_rows < INT32_MAX - kWideTokTile && a.k * elem < INT32_MAX && active <= 65535;
+         a.max_rows < INT32_MAX - kTallTokTile && a.k * elem < INT32_MAX && active <= 65535;
 }
 
 // The shape both fused GEMM1 + activation entry points need: gated, R = 2N, whole 8-row groups of

@@ -15,8 +15,11 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path);
 // The token tile a launch takes: AUTO picks the 128-row tile for bf16 / fp16 calls and fp8 ones
 // without block scales with more than 48 expected rows per active expert (stream_gemm.cu,
 // wide_tile()), the 64-row tile otherwise; tests force either (16-bit and fp8-block: the same sums;
-// fp8 without block scales sums the whole k in the wgmma's registers on the wide tile).
-enum class StreamTile { AUTO, NARROW, WIDE };
+// fp8 without block scales sums the whole k in the wgmma's registers on the wide tile). TALL: the
+// 256-row token tile (an N = 64 .. 256 wgmma by the expert's rows, one CTA per SM; 16-bit operands
+// and fp8 without block scales, which sum as on the wide tile), which AUTO takes above 64 expected
+// rows per active expert where stream_tall_tile_ok (grouped_gemm.hpp) lets the call come here.
+enum class StreamTile { AUTO, NARROW, WIDE, TALL };
 void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream,
                          StreamTile tile = StreamTile::AUTO);
 // Whether run_grouped_gemm gives the call to stream_grouped_gemm: every call of the few-rows range

@@ -99,6 +99,26 @@ TEST(Gemm1GatherGpu, StreamGemmFewRows) {
     }
 }
 
+// The tall token tile (65-192 rows per expert where k >= stream_tall_min_k(), set here to take the
+// case's k = 512): 600 tokens, top-2 of 8 experts (150 rows per expert, wgmma widths 128-192) and
+// 431 tokens, top-3 of 8 (about 162). Gathered or not, against the oracle and bit for bit.
+TEST(Gemm1GatherGpu, StreamGemmTallTile) {
+  FMOE_REQUIRE_GPU();
+  struct TallSwitch {
+    int64_t was = cuda::stream_tall_min_k();
+    TallSwitch() { cuda::set_stream_tall_min_k(512); }
+    ~TallSwitch() { cuda::set_stream_tall_min_k(was); }
+  } tall;
+  for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL})
+    for (int variant : {0, 1}) {
+      Case c = gather_case(f, variant == 0, variant);
+      c.M = variant == 0 ? 600 : 431;
+      c.E = 8;
+      c.topk = variant == 0 ? 2 : 3;
+      check_gathered(c, -1, false);
+    }
+}
+
 // The stream GEMM's AUTO rule: the 64-row token tile from 256 tokens up (DeepSeek-V3 TP8 GEMM1 at
 // 1024 tokens: 32 rows per expert); not the wide tile (64 rows per expert), not below 256 tokens.
 TEST(Gemm1GatherGpu, StreamAutoRule) {

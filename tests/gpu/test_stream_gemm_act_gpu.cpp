@@ -89,6 +89,11 @@ TEST_P(StreamGemmAct, SameBytesAsGemmThenActivation) {
   const auto wide = run(true, cuda::StreamTile::WIDE);
   EXPECT_EQ(wide, run(false, cuda::StreamTile::WIDE)) << "the wide token tile's fused output differs from its pair";
   if (c.op != Operand::FP8) EXPECT_EQ(fused, wide) << "the wide token tile differs";
+  // With the 256-row token tile (the 70-row expert at wgmma width 96, the others at 64; stages in
+  // flight): the same bytes as its pair, and for 16-bit operands as the 64-row tile.
+  const auto tall = run(true, cuda::StreamTile::TALL);
+  EXPECT_EQ(tall, run(false, cuda::StreamTile::TALL)) << "the tall token tile's fused output differs from its pair";
+  if (c.op != Operand::FP8) EXPECT_EQ(fused, tall) << "the tall token tile differs";
   // As a grid of at most one CTA per SM (the deep ring, one weight block per CTA): the same bytes.
   g.sm_count = 1 << 20;
   EXPECT_EQ(fused, run(true)) << "the small-grid launch differs";

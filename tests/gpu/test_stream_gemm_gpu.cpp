@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cuda/grouped_gemm.hpp"
@@ -36,6 +37,7 @@ struct Problem {
   Operand op;
   int64_t n, k;
   bool block;  // fp8-block scales
+  std::vector<int32_t> counts;
   std::vector<int32_t> offsets;
   int64_t rows = 0;
   Operands a;
@@ -44,10 +46,11 @@ struct Problem {
   DeviceBuffer a_d, b_d, d_d, off_d, sa_d, sw_d;
   cuda::GroupedGemmArgs g;
 
-  Problem(Operand op_, int64_t n_, int64_t k_, bool block_) : op(op_), n(n_), k(k_), block(block_) {
-    const int groups = static_cast<int>(kCounts.size());
+  Problem(Operand op_, int64_t n_, int64_t k_, bool block_, std::vector<int32_t> counts_ = kCounts)
+      : op(op_), n(n_), k(k_), block(block_), counts(std::move(counts_)) {
+    const int groups = static_cast<int>(counts.size());
     offsets.assign(groups + 1, 0);
-    for (int e = 0; e < groups; ++e) offsets[e + 1] = offsets[e] + kCounts[e];
+    for (int e = 0; e < groups; ++e) offsets[e + 1] = offsets[e] + counts[e];
     rows = offsets[groups];
     std::mt19937 rng(static_cast<uint32_t>(n * 31 + k * 7 + static_cast<int>(op) + (block ? 1000 : 0)));
     a = random_operand(op, rows * k, 1.0f, rng);
@@ -60,7 +63,7 @@ struct Problem {
     FMOE_CUDA(cudaMemset(b_d.get(), 0xFF, groups * expert_bytes));  // NaN in every operand type
     b.resize(groups);
     for (int e = 0; e < groups; ++e)
-      if (kCounts[e] > 0) {
+      if (counts[e] > 0) {
         b[e] = random_operand(op, n * k, block ? 1.0f : 0.05f, rng);
         FMOE_CUDA(cudaMemcpy(static_cast<char*>(b_d.get()) + e * expert_bytes, b[e].bytes.data(), expert_bytes,
                              cudaMemcpyHostToDevice));
@@ -107,14 +110,14 @@ struct Problem {
     const double tol = op == Operand::FP8 ? 5e-4 : 1e-5;
     double worst = 0.0;
     const int64_t kbs = k / 128, nbs = n / 128;
-    for (size_t e = 0; e < kCounts.size(); ++e)
+    for (size_t e = 0; e < counts.size(); ++e)
       for (int64_t r = offsets[e]; r < offsets[e + 1]; ++r)
         for (int64_t c = 0; c < n; ++c) {
           double ref = 0.0, mag = 0.0;
           for (int64_t i = 0; i < k; ++i) {
             double p = static_cast<double>(a.values[r * k + i]) * b[e].values[c * k + i];
             if (block)
-              p *= static_cast<double>(sa[offsets[e] * kbs + (i / 128) * kCounts[e] + (r - offsets[e])]) *
+              p *= static_cast<double>(sa[offsets[e] * kbs + (i / 128) * counts[e] + (r - offsets[e])]) *
                    sw[(e * nbs + c / 128) * kbs + i / 128];
             ref += p;
             mag += std::fabs(p);
@@ -217,6 +220,64 @@ INSTANTIATE_TEST_SUITE_P(Shapes, StreamGemm,
                                   std::to_string(std::get<2>(info.param));
                          });
 
+// The 256-row token tile (StreamTile::TALL, one CTA per SM, wgmmas in flight across stages): experts
+// of 150, 3, 260 (a second batch of 4 rows), 97 and 200 rows take the wgmma widths 160, 64, 256 then
+// 64, 128 and 224. 16-bit operands: the bits of the 64-row tile (exact products, fp32 sums in the
+// same order); fp8 (whole-k sums in the wgmma's registers, as the wide tile): the float64 check.
+// Graph replay and a bf16 D as the other tiles.
+class StreamGemmTall : public ::testing::TestWithParam<Operand> {};
+
+TEST_P(StreamGemmTall, MatchesNarrowTileOrFloat64) {
+  FMOE_REQUIRE_GPU();
+  Problem p(GetParam(), 256, 1296, false, {0, 150, 3, 260, 97, 0, 200});
+  ASSERT_TRUE(cuda::stream_gemm_applies(p.g, p.path()));
+  auto run = [&](cuda::StreamTile tile, cudaStream_t s = nullptr) {
+    FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+    cuda::stream_grouped_gemm(p.g, p.path(), s, tile);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    return p.download();
+  };
+  const std::vector<float> tall = run(cuda::StreamTile::TALL);
+  const double worst = p.check(tall);
+  if (::testing::Test::HasFailure()) return;
+  ::testing::Test::RecordProperty("tall_worst_relative_error", std::to_string(worst));
+  if (p.op != Operand::FP8) {
+    const std::vector<float> narrow = run(cuda::StreamTile::NARROW);
+    ASSERT_EQ(0, std::memcmp(narrow.data(), tall.data(), tall.size() * 4)) << "the tall token tile differs";
+  }
+  cudaStream_t s;
+  FMOE_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  FMOE_CUDA(cudaStreamBeginCapture(s, cudaStreamCaptureModeGlobal));
+  cuda::stream_grouped_gemm(p.g, p.path(), s, cuda::StreamTile::TALL);
+  FMOE_CUDA(cudaStreamEndCapture(s, &graph));
+  FMOE_CUDA(cudaGraphInstantiate(&exec, graph, 0));
+  FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+  FMOE_CUDA(cudaGraphLaunch(exec, s));
+  FMOE_CUDA(cudaStreamSynchronize(s));
+  const std::vector<float> again = p.download();
+  FMOE_CUDA(cudaGraphExecDestroy(exec));
+  FMOE_CUDA(cudaGraphDestroy(graph));
+  FMOE_CUDA(cudaStreamDestroy(s));
+  ASSERT_EQ(0, std::memcmp(tall.data(), again.data(), tall.size() * 4)) << "graph replay differs";
+  p.g.d_dtype = DType::BF16;
+  FMOE_CUDA(cudaMemset(p.d_d.get(), 0xFF, p.rows * p.n * 4));
+  cuda::stream_grouped_gemm(p.g, p.path(), nullptr, cuda::StreamTile::TALL);
+  FMOE_CUDA(cudaDeviceSynchronize());
+  std::vector<uint16_t> d16(p.rows * p.n);
+  p.d_d.download(d16.data(), d16.size() * 2);
+  for (size_t i = 0; i < d16.size(); ++i)
+    ASSERT_EQ(d16[i], float_to_bf16_bits(tall[i])) << "bf16 D element " << i << " (fp32 D " << tall[i] << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(Operands, StreamGemmTall, ::testing::Values(Operand::BF16, Operand::FP16, Operand::FP8),
+                         [](const auto& info) {
+                           return std::string(info.param == Operand::BF16   ? "bf16"
+                                              : info.param == Operand::FP16 ? "fp16"
+                                                                            : "fp8");
+                         });
+
 class StreamGemmBlock : public ::testing::TestWithParam<std::tuple<int64_t, int64_t>> {};
 
 TEST_P(StreamGemmBlock, MatchesFloat64Product) {
@@ -269,15 +330,24 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));
   g.a_scale = g.b_scale = nullptr;  // fp8 without block scales: the 128-row token tile up to 64 rows
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.max_rows = 128 * 64 + 128;
-  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 64 + 128;  // above 64 rows: the tall tile's range (below)
+  EXPECT_EQ(g.k >= cuda::stream_tall_min_k(), cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64;
   g.op = Operand::BF16;  // 16-bit operands: the stream GEMM (its 128-row token tile) up to 64 rows
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64 + 128;
+  // Above 64 rows: the tall token tile where k >= stream_tall_min_k() (FUSEDMOE_STREAM_TALL), up to
+  // 192 rows per expert; fp8-block never.
+  EXPECT_EQ(g.k >= cuda::stream_tall_min_k(), cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 192;
+  EXPECT_EQ(g.k >= cuda::stream_tall_min_k(), cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 192 + 128;
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.op = Operand::FP8;
   g.max_rows = 512;
+  g.a_scale = g.b_scale = &scale;
+  EXPECT_THROW(cuda::stream_grouped_gemm(g, GemmPath::SM90_FP8_BLOCK, nullptr, cuda::StreamTile::TALL), Error);
+  g.a_scale = g.b_scale = nullptr;
   g.k = 1288;  // rows of 1288 bytes: not a 16-byte multiple
   EXPECT_FALSE(cuda::stream_gemm_applies(g, GemmPath::SM90_TMA));
   EXPECT_THROW(cuda::stream_grouped_gemm(g, GemmPath::SM90_TMA, nullptr), Error);
