@@ -2,20 +2,21 @@ set -u
 # The stream GEMM's 256-row token tile (StreamTile::TALL) on an H100: its tests and the GPU suite (SUITE=0 skips
 # it), then a same-binary A/B at 65-192 rows per expert: off (FUSEDMOE_STREAM_TALL=0, the CUTLASS large configs),
 # all (every call with k >= 512 there), long (k >= 4096: the DeepSeek-V3 / Mixtral GEMM1s, Mixtral's GEMM2) and
-# all with the GEMM1 gather forced on (FUSEDMOE_GEMM1_GATHER=1).
+# all with the GEMM1 gather forced on (FUSEDMOE_GEMM1_GATHER=1). RUN2=1 (the second run, per-CTA rings): off / all
+# three times each.
 # `bash bench/results/2026-11-27-h100-stream-tall/run.sh` from the repository root on the device.
 mkdir -p .devcarry && tar xf .devcarry/pack/bins.tgz -C .devcarry
 t0=$(date +%s); B=$PWD/.devcarry/bin; R=$OUT/tall; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version --format=csv > $R/device.txt; cat $B/sha >> $R/device.txt; date -u >> $R/device.txt
-timeout 100 $B/fusedmoe_gpu_tests --gtest_filter='StreamGemm*:Gemm1GatherGpu.*' > $R/new_tests.log 2>&1; echo "new tests rc=$? $(( $(date +%s)-t0 ))s"
+timeout 100 $B/fusedmoe_gpu_tests --gtest_filter='*StreamGemm*:Gemm1GatherGpu.*' > $R/new_tests.log 2>&1; echo "new tests rc=$? $(( $(date +%s)-t0 ))s"
 grep -E "^\[  FAILED|PASSED|FAILED  \]|SKIPPED \]" $R/new_tests.log | tail -12; grep -E "Tall" $R/new_tests.log | grep -E "OK|FAILED" > $R/tall_tests.txt
 if [ "${SUITE:-1}" = 1 ]; then timeout 200 $B/fusedmoe_gpu_tests > $R/gpu_tests.log 2>&1; echo "suite rc=$? $(( $(date +%s)-t0 ))s"
   grep -E "^\[  FAILED" $R/gpu_tests.log | head; grep -E "PASSED|FAILED  \]|SKIPPED \]" $R/gpu_tests.log | tail -4 | tee $R/gpu_tests_summary.txt; gzip -9 $R/gpu_tests.log; fi
 AB="python3 bench/ab.py run --bench $B/fusedmoe-bench"
 ab() {  # name presets m
-  timeout ${ABT:-150} $AB --out $R/ab_$1 --variant off:FUSEDMOE_STREAM_TALL=0 --variant all:FUSEDMOE_STREAM_TALL=512 \
-    --variant long:FUSEDMOE_STREAM_TALL=4096 --variant gath:FUSEDMOE_STREAM_TALL=512,FUSEDMOE_GEMM1_GATHER=1 \
-    --order off,all,long,gath,off,all,long,gath --base off -- \
+  if [ "${RUN2:-0}" = 1 ]; then V="--variant off:FUSEDMOE_STREAM_TALL=0 --variant all:FUSEDMOE_STREAM_TALL=512 --order off,all,off,all,off,all"
+  else V="--variant off:FUSEDMOE_STREAM_TALL=0 --variant all:FUSEDMOE_STREAM_TALL=512 --variant long:FUSEDMOE_STREAM_TALL=4096 --variant gath:FUSEDMOE_STREAM_TALL=512,FUSEDMOE_GEMM1_GATHER=1 --order off,all,long,gath,off,all,long,gath"; fi
+  timeout ${ABT:-150} $AB --out $R/ab_$1 $V --base off -- \
     --preset $2 --m $3 --formats bf16,fp8-tensor,fp8-channel --check-tokens 2 --no-ceilings --stage-runs 1 --max-minutes ${ABM:-0.25} > $R/ab_$1.log 2>&1
   echo "ab $1 rc=$? $(( $(date +%s)-t0 ))s"; sed -n '/| preset/,$p' $R/ab_$1.log
 }
