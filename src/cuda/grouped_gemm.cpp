@@ -187,24 +187,28 @@ std::atomic<int>& gather_mode_flag() {
 }  // namespace
 
 namespace {
-// Until measured (bench/results/...): off unless FUSEDMOE_STREAM_TALL names a k.
-constexpr int64_t kStreamTallMinK = INT64_MAX;
-}  // namespace
-
-namespace {
-std::atomic<int64_t>& stream_tall_flag() {
-  static std::atomic<int64_t> flag{[] {
+std::atomic<int64_t>& tall_min_row_bytes() {
+  static std::atomic<int64_t> v{[] {
     const char* e = std::getenv("FUSEDMOE_STREAM_TALL");
-    if (e == nullptr || *e == '\0') return kStreamTallMinK;
-    const long long k = std::atoll(e);
-    return k <= 0 ? INT64_MAX : static_cast<int64_t>(k);
+    if (e == nullptr || *e == '\0') return kStreamTallMinRowBytes;
+    const long long b = std::atoll(e);
+    return b <= 0 ? INT64_MAX : static_cast<int64_t>(b);
   }()};
-  return flag;
+  return v;
+}
+std::atomic<int64_t>& tall_min_n() {
+  static std::atomic<int64_t> v{kStreamTallMinN};
+  return v;
 }
 }  // namespace
 
-int64_t stream_tall_min_k() { return stream_tall_flag().load(std::memory_order_relaxed); }
-void set_stream_tall_min_k(int64_t k) { stream_tall_flag().store(k <= 0 ? INT64_MAX : k); }
+StreamTallRule stream_tall_rule() {
+  return {tall_min_row_bytes().load(std::memory_order_relaxed), tall_min_n().load(std::memory_order_relaxed)};
+}
+void set_stream_tall_rule(StreamTallRule r) {
+  tall_min_row_bytes().store(r.min_row_bytes);
+  tall_min_n().store(r.min_n);
+}
 
 Gemm1Gather gemm1_gather_mode() { return static_cast<Gemm1Gather>(gather_mode_flag().load()); }
 void set_gemm1_gather_mode(Gemm1Gather mode) { gather_mode_flag().store(static_cast<int>(mode)); }

@@ -112,20 +112,35 @@ constexpr int64_t kStreamLongKMinK = 512;
 inline bool stream_wide_tile_ok(const GroupedGemmArgs& a) {
   return a.op == Operand::BF16 || a.op == Operand::FP16 || (a.op == Operand::FP8 && a.a_scale == nullptr);
 }
-// 65..kStreamTallMaxRowsPerGroup expected rows per active expert: the stream GEMM's 256-row token
-// tile (StreamTile::TALL: each CTA streams its weight block once for all of an expert's rows, the
-// wgmma's N rounded up to 32 rows, where the large configs pad to 128-row tiles and re-read the
-// weights per tile) for the calls stream_tall_tile_ok takes: 16-bit operands and fp8 without block
-// scales (whose accumulators, 128 per thread, leave no room for a promotion set) with
-// k >= stream_tall_min_k(). 192 keeps uniform routing's rows per expert (E[r] +- 3 sqrt(E[r]))
-// inside one 256-row batch.
+// 65..kStreamTallMaxRowsPerGroup expected rows per active expert with long weight rows: the stream
+// GEMM's 256-row token tile (StreamTile::TALL: each CTA streams its weight block once for all of an
+// expert's rows, the wgmma's N the rows rounded up to 32, where the large configs pad to 128-row
+// tiles) for the calls stream_tall_tile_ok takes: 16-bit operands and fp8 without block scales
+// (128 accumulators per thread leave no room for a promotion set), rows of at least
+// kStreamTallMinRowBytes and at least kStreamTallMinN weight rows per expert. 192 keeps uniform
+// routing's rows per expert (E[r] +- 3 sqrt(E[r])) inside one 256-row batch.
+// Same-binary A/B, H100 (2026-11-27, bench/results/2026-11-27-h100-stream-tall): the tile runs at
+// one CTA per SM, so each CTA's start and epilogue are exposed; it pays only where a CTA streams
+// long rows without the fused activation's epilogue: Mixtral-8x7B's GEMM2 at 512 tokens (128 rows
+// per expert, k = 14336) 423-438 -> 357-362 us bf16, 214-232 -> 188-190 us fp8, DeepSeek-V3 TP1's
+// bf16 GEMM1 at 4096 tokens (14 KB rows, n = 8192) 6350 -> 6070 us. Every other call measured lost:
+// DeepSeek-V3 TP8 GEMM1 (n = 512) 1.07-1.12x and its permute no longer gathered away, fp8 GEMM1s
+// with 4-7 KB rows (DeepSeek-V3 TP1 1.11x, Mixtral 1.21x, Qwen3-30B-A3B 1.38x), GEMM2s with 4 KB
+// rows (DeepSeek-V3 TP1 1.06-1.14x). Hence the two bounds.
 constexpr int64_t kStreamTallMaxRowsPerGroup = 192;
-// The smallest k for the tall tile (grouped_gemm.cpp): FUSEDMOE_STREAM_TALL=<k> sets it, =0 turns
-// the tile off (same-binary A/B runs); unset: kStreamTallMinK.
-int64_t stream_tall_min_k();
-void set_stream_tall_min_k(int64_t k);  // tests; k <= 0: off
+constexpr int64_t kStreamTallMinRowBytes = 12 * 1024;
+constexpr int64_t kStreamTallMinN = 4096;
+// The rule's bounds (grouped_gemm.cpp): FUSEDMOE_STREAM_TALL=0 turns the tile off (same-binary A/B
+// runs), =B sets the row-byte bound to B (n bound kept); set_stream_tall_rule for tests.
+struct StreamTallRule {
+  int64_t min_row_bytes;  // INT64_MAX: off
+  int64_t min_n;
+};
+StreamTallRule stream_tall_rule();
+void set_stream_tall_rule(StreamTallRule r);
 inline bool stream_tall_tile_ok(const GroupedGemmArgs& a) {
-  return stream_wide_tile_ok(a) && a.k >= stream_tall_min_k();
+  const StreamTallRule r = stream_tall_rule();
+  return stream_wide_tile_ok(a) && a.k * (a.op == Operand::FP8 ? 1 : 2) >= r.min_row_bytes && a.n >= r.min_n;
 }
 inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
   if (a.k < kStreamLongKMinK) return kSmallConfigMaxRowsPerGroup;

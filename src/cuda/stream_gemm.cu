@@ -24,7 +24,9 @@
 // calls and fp8 ones without block scales with 49-64 expected rows per expert take a 128-row token
 // tile instead (kWideTokTile: an N = 128 wgmma, 3 stages of 32 KB at two CTAs per SM; wide_tile()),
 // so that the experts above 64 rows do not stream their weights twice; 16-bit: the same sums as the
-// 64-row tile (tests compare the bits).
+// 64-row tile (tests compare the bits). Above 64 rows, for long weight rows only (stream_tall_tile_ok:
+// Mixtral's GEMM2, DeepSeek-V3 TP1's bf16 GEMM1), a 256-row token tile at one CTA per SM
+// (kTallTokTile, StreamTile::TALL).
 //
 // Numerics: bf16 / fp16 products are exact and summed in fp32 in the wgmma's registers across the
 // whole k. fp8: each stage's (128 k values) wgmma sums start from zero and are added to fp32
@@ -93,17 +95,14 @@ constexpr int kWideTokTile = 128;
 constexpr int kWideStages = 3;
 constexpr int kWideBlockStages = 6;
 // The tall token tile (StreamTile::TALL, tall_tile()): 256 activation rows per batch, the wgmma's N
-// the expert's rows rounded up to 32 (64 .. 256; 128 accumulators per thread), one CTA per SM, each
-// stage's wgmmas left in flight while the next stage's are issued. 16-bit operands and fp8 without
-// block scales (no promotion set: it would not fit the registers). Its ring is sized per CTA: a
-// stage holds the weight block's 16 KB and only as many 16-row token boxes as the expert's first
-// batch needs, and as many stages as kTallSmem holds (at most kTallStages): 6 of 36 KB at 150 rows
-// instead of 4 of 48 KB. With 4 fixed stages (one always held by the wgmmas in flight) a CTA
-// streamed at ~15 GB/s and lost to the CUTLASS configs on 16 of 18 points (H100,
-// bench/results/2026-11-27-h100-stream-tall, first run).
+// the expert's rows rounded up to 32 (64 .. 256; 128 accumulators per thread), 4 x 48 KB stages at
+// one CTA per SM, each stage's wgmmas left in flight while the next stage's are issued. 16-bit
+// operands and fp8 without block scales (no promotion set: it would not fit the registers). Measured
+// and not kept: a ring sized per CTA (stages of the weight block + only the first batch's token
+// boxes, up to 8 in 224 KB: 6 of 36 KB at 150 rows) was slower than these 4 fixed stages on every
+// call it took (Mixtral GEMM2 bf16 357-362 -> 386 us; bench/results/2026-11-27-h100-stream-tall/run2).
 constexpr int kTallTokTile = 256;
-constexpr int kTallStages = 8;                    // barrier pairs (the most stages a ring takes)
-constexpr int kTallSmem = 224 * 1024;             // dynamic shared memory of the tall instances
+constexpr int kTallStages = 4;
 constexpr int kTokBox = 16;                       // activation rows per TMA box
 constexpr int64_t kActHalvesMaxBytes = int64_t{32} << 20;  // stream_gemm1_act_applies
 constexpr int kStages = 4;      // ring depth with two CTAs per SM
@@ -115,10 +114,6 @@ template <int S, int T>
 constexpr int smem_bytes() { return S * stage_bytes<T>() + 1024; }  // + alignment slack of the dynamic base
 template <int S, int T>
 constexpr int ctas_per_sm() { return 2 * smem_bytes<S, T>() <= 220 * 1024 ? 2 : 1; }
-// The tall tile's ring for an expert whose first batch has tok rows (tok_boxes boxes of 16):
-// stage bytes (a multiple of 2 KB: the boxes stay 1024-byte aligned) and stage count.
-__device__ __forceinline__ int tall_stage_bytes(int tok) { return kWBytes + ((tok + 15) / 16) * 16 * kStageK; }
-__device__ __forceinline__ int tall_ring(int stage) { return min(kTallStages, (kTallSmem - 1024) / stage); }
 // Weight bytes a CTA streams at least (several 128-row blocks when rows are short), so its start
 // (expert lookup, barrier set-up, the first copies' latency) is paid over enough work.
 constexpr int64_t kTargetCtaBytes = 192 * 1024;
@@ -258,13 +253,13 @@ __device__ __forceinline__ void mma_stage(float (&d)[D], uint32_t sa, uint32_t s
 // it were issued and it is done (wait_group 1). NW is a template argument so that no branch lies
 // between a stage's wgmmas and the next's: with the width switched per stage inside the loop,
 // ptxas serialised every wgmma (C7520, "compiler-inserted WG.AR in divergent path").
-template <Operand OP, int NW, int D>
+template <Operand OP, int NW, int S, int T, int D>
 __device__ __forceinline__ void tall_block_mma(float (&acc)[D], uint8_t* smem, uint64_t* full, uint64_t* empty,
-                                               int& it, int ksteps, int wgi, int lane, int ring, int sbytes) {
+                                               int& it, int ksteps, int wgi, int lane) {
   for (int ks = 0; ks < ksteps; ++ks, ++it) {
-    const int s = it % ring;
-    mbar_wait(&full[s], (it / ring) & 1);
-    const uint32_t st = smem_u32(smem + s * sbytes), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
+    const int s = it % S;
+    mbar_wait(&full[s], (it / S) & 1);
+    const uint32_t st = smem_u32(smem + s * stage_bytes<T>()), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
     wg::fence_operand(acc);
     if constexpr (NW == 64 || NW == 128) wgmma_stage<OP, NW>(acc, sw, sx, true);
     else tall_wgmma_stage<OP, NW>(acc, sw, sx);
@@ -272,13 +267,13 @@ __device__ __forceinline__ void tall_block_mma(float (&acc)[D], uint8_t* smem, u
     if (ks > 0) {
       wg::wgmma_wait<1>();
       __syncwarp();
-      if (lane == 0) mbar_arrive(&empty[(it - 1) % ring]);
+      if (lane == 0) mbar_arrive(&empty[(it - 1) % S]);
     }
   }
   wg::wgmma_wait<0>();
   wg::fence_operand(acc);
   __syncwarp();
-  if (lane == 0 && ksteps > 0) mbar_arrive(&empty[(it - 1) % ring]);
+  if (lane == 0 && ksteps > 0) mbar_arrive(&empty[(it - 1) % S]);
 }
 
 // GEMM1 + activation with its activation rows gathered by token (GroupedGemmArgs::gather_x;
@@ -350,10 +345,6 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
     return;
   }
   const int row0 = __ldcg(offsets + e), rows = __ldcg(offsets + e + 1) - row0;
-  // The ring: S stages of stage_bytes<T>(), or the tall tile's per-CTA ring (tall_ring).
-  constexpr bool kTall = T == kTallTokTile;
-  const int sbytes = kTall ? tall_stage_bytes(min(T, rows)) : stage_bytes<T>();
-  const int ring = kTall ? tall_ring(sbytes) : S;
   constexpr int kBlockCols = kAct ? kBN / 2 : kBN;  // outputs (kAct) or D columns per weight block
   const int nblocks = (n + kBlockCols - 1) / kBlockCols;
   const int nb0 = blockIdx.x * nb_per_cta;
@@ -386,13 +377,13 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
   if (warp == kConsumerWarps) {  // producer
     // early: the first batch's first stages' weight copies before the wait (each stage's
     // expect_tx declares its activation bytes too, so no stage completes before those land).
-    const int pre = early ? min(ring, nbn * ksteps) : 0;
+    const int pre = early ? min(S, nbn * ksteps) : 0;
     if (early) {
       if (lane == 0) {
         const uint32_t bytes = gather ? static_cast<uint32_t>(kWBytes) : stage_tx_bytes(min(T, rows));
         for (int i = 0; i < pre; ++i) {
           const int nb = nb0 + i / ksteps, ks = i % ksteps;
-          load_weight_stage<kAct>(smem + i * sbytes, &map_b, &full[i], bytes, ks, nb, e, n);
+          load_weight_stage<kAct>(smem + i * stage_bytes<T>(), &map_b, &full[i], bytes, ks, nb, e, n);
         }
       }
       chain_wait();
@@ -415,7 +406,7 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
       }
       for (int nb = nb0; nb < nb0 + nbn; ++nb)
         for (int ks = 0; ks < ksteps; ++ks, ++it) {
-          const int s = it % ring;
+          const int s = it % S;
           // kBlock: the stage's scales (each token row's activation scale, the weight-block
           // scale) are loaded into registers before the wait for the slot, so that their latency
           // overlaps that wait instead of following it (one warp serves every stage): fp8-block
@@ -441,7 +432,7 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
               a_pre[i] = row < rows ? __ldcg(sa + row) : 0.0f;
             }
           }
-          if (it >= ring) mbar_wait(&empty[s], ((it / ring) - 1) & 1);
+          if (it >= S) mbar_wait(&empty[s], ((it / S) - 1) & 1);
           if (gather) {
             // Lane l copies chunk l % 8 of rows l / 8 + 4 q (eight lanes read a row's 128 bytes of
             // this k step); row r's offset is lane r % 32's row_off[r / 32]. Chunks past k read as
@@ -449,7 +440,7 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
             const int chunk = lane & 7, row_lane = lane >> 3;
             const uint32_t k_byte = static_cast<uint32_t>(ks) * kStageK + 16u * chunk;
             const uint32_t k_ok = k_byte < static_cast<uint32_t>(k_bytes) ? 16u : 0u;
-            const uint32_t dst_a = smem_u32(smem + s * sbytes + kWBytes);
+            const uint32_t dst_a = smem_u32(smem + s * stage_bytes<T>() + kWBytes);
 #pragma unroll
             for (int q = 0; q < T / 4; ++q) {
               if (4 * q >= boxes * kTokBox) break;  // warp-uniform
@@ -463,7 +454,7 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
             __syncwarp();
           }
           if (lane == 0) {
-            uint8_t* st = smem + s * sbytes;
+            uint8_t* st = smem + s * stage_bytes<T>();
             if (it >= pre) load_weight_stage<kAct>(st, &map_b, &full[s], bytes, ks, nb, e, n);  // else before the wait
             if (gather) {
               mbar_arrive(&full[s]);  // after every lane's cp.async arrival (__syncwarp above)
@@ -501,7 +492,7 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
   // The tall tile keeps one stage's wgmmas in flight while it issues the next stage's (its
   // accumulators are not touched between stages), so the tensor cores do not idle through each
   // stage's wait and barrier round trip at one CTA per SM; the slot is released a stage later.
-  constexpr bool kInFlight = kTall;
+  constexpr bool kInFlight = T == kTallTokTile;
   // kAct: the activation store's per-CTA constants (the tensor scales, this expert's dequant).
   const ActivationRowStore act_out = kAct ? ActivationRowStore::make(p, e) : ActivationRowStore{};
   float acc[T / 2];
@@ -519,19 +510,19 @@ __global__ void __launch_bounds__(kWarps * 32, (ctas_per_sm<S, T>()))
       for (int i = 0; i < T / 2; ++i) acc[i] = 0.0f;
       if constexpr (kInFlight) {  // nw >= 64 here (more than 64 rows: the wide tile's range and up)
         switch (nw) {
-          case 64: tall_block_mma<OP, 64>(acc, smem, full, empty, it, ksteps, wgi, lane, ring, sbytes); break;
-          case 96: tall_block_mma<OP, 96>(acc, smem, full, empty, it, ksteps, wgi, lane, ring, sbytes); break;
-          case 128: tall_block_mma<OP, 128>(acc, smem, full, empty, it, ksteps, wgi, lane, ring, sbytes); break;
-          case 160: tall_block_mma<OP, 160>(acc, smem, full, empty, it, ksteps, wgi, lane, ring, sbytes); break;
-          case 192: tall_block_mma<OP, 192>(acc, smem, full, empty, it, ksteps, wgi, lane, ring, sbytes); break;
-          case 224: tall_block_mma<OP, 224>(acc, smem, full, empty, it, ksteps, wgi, lane, ring, sbytes); break;
-          default: tall_block_mma<OP, 256>(acc, smem, full, empty, it, ksteps, wgi, lane, ring, sbytes); break;
+          case 64: tall_block_mma<OP, 64, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 96: tall_block_mma<OP, 96, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 128: tall_block_mma<OP, 128, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 160: tall_block_mma<OP, 160, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 192: tall_block_mma<OP, 192, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          case 224: tall_block_mma<OP, 224, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
+          default: tall_block_mma<OP, 256, S, T>(acc, smem, full, empty, it, ksteps, wgi, lane); break;
         }
       }
       for (int ks = 0; ks < (kInFlight ? 0 : ksteps); ++ks, ++it) {
-        const int s = it % ring;
-        mbar_wait(&full[s], (it / ring) & 1);
-        const uint32_t st = smem_u32(smem + s * sbytes), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
+        const int s = it % S;
+        mbar_wait(&full[s], (it / S) & 1);
+        const uint32_t st = smem_u32(smem + s * stage_bytes<T>()), sw = st + wgi * 64 * kStageK, sx = st + kWBytes;
         if constexpr (kPromote) {
           // The stage's sums from zeroed registers (accumulate on), not from the wgmma's
           // accumulate-off first step: with that step ptxas serialised every wgmma of the
@@ -703,9 +694,8 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
 #define FMOE_SG_LAUNCH(S, T)                                                                                   \
   do {                                                                                                        \
     constexpr auto kernel = stream_gemm_kernel<OP, kBlock, kAct, S, T>;                                       \
-    constexpr int smem = T == kTallTokTile ? kTallSmem : smem_bytes<S, T>();                                  \
-    opt_in_dynamic_smem<kernel>(smem);                                                                        \
-    launch_chained(kernel, grid, dim3(kWarps * 32), smem, stream, map_b, map_a,                               \
+    opt_in_dynamic_smem<kernel>(smem_bytes<S, T>());                                                          \
+    launch_chained(kernel, grid, dim3(kWarps * 32), smem_bytes<S, T>(), stream, map_b, map_a,                 \
                    g.d, !kAct && g.d_dtype == DType::BF16, static_cast<int>(cols), k_bytes, g.groups,          \
                    g.expert_offsets, per, g.offsets_final_at_launch,                                          \
                    g.a_scale, g.b_scale, g.d_col_scale, gx, p);                                               \

@@ -18,7 +18,8 @@ bool stream_gemm_applies(const GroupedGemmArgs& a, GemmPath path);
 // fp8 without block scales sums the whole k in the wgmma's registers on the wide tile). TALL: the
 // 256-row token tile (an N = 64 .. 256 wgmma by the expert's rows, one CTA per SM; 16-bit operands
 // and fp8 without block scales, which sum as on the wide tile), which AUTO takes above 64 expected
-// rows per active expert where stream_tall_tile_ok (grouped_gemm.hpp) lets the call come here.
+// rows per active expert where stream_tall_tile_ok (grouped_gemm.hpp: long weight rows) lets the call
+// come here.
 enum class StreamTile { AUTO, NARROW, WIDE, TALL };
 void stream_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t stream,
                          StreamTile tile = StreamTile::AUTO);

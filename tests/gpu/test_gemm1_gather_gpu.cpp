@@ -99,15 +99,15 @@ TEST(Gemm1GatherGpu, StreamGemmFewRows) {
     }
 }
 
-// The tall token tile (65-192 rows per expert where k >= stream_tall_min_k(), set here to take the
-// case's k = 512): 600 tokens, top-2 of 8 experts (150 rows per expert, wgmma widths 128-192) and
-// 431 tokens, top-3 of 8 (about 162). Gathered or not, against the oracle and bit for bit.
+// The tall token tile (65-192 rows per expert; its rule's row-byte and n bounds lowered here to
+// take the case's shapes): 600 tokens, top-2 of 8 experts (150 rows per expert, wgmma widths
+// 128-192) and 431 tokens, top-3 of 8 (about 162). Gathered or not, against the oracle and bit for bit.
 TEST(Gemm1GatherGpu, StreamGemmTallTile) {
   FMOE_REQUIRE_GPU();
   struct TallSwitch {
-    int64_t was = cuda::stream_tall_min_k();
-    TallSwitch() { cuda::set_stream_tall_min_k(512); }
-    ~TallSwitch() { cuda::set_stream_tall_min_k(was); }
+    cuda::StreamTallRule was = cuda::stream_tall_rule();
+    TallSwitch() { cuda::set_stream_tall_rule({1, 1}); }
+    ~TallSwitch() { cuda::set_stream_tall_rule(was); }
   } tall;
   for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL})
     for (int variant : {0, 1}) {

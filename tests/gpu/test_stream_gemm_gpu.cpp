@@ -330,19 +330,43 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_FP8_BLOCK));
   g.a_scale = g.b_scale = nullptr;  // fp8 without block scales: the 128-row token tile up to 64 rows
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.max_rows = 128 * 64 + 128;  // above 64 rows: the tall tile's range (below)
-  EXPECT_EQ(g.k >= cuda::stream_tall_min_k(), cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  g.max_rows = 128 * 64 + 128;  // above 64 rows: the tall tile's range (below), not for these 2 KB rows
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64;
   g.op = Operand::BF16;  // 16-bit operands: the stream GEMM (its 128-row token tile) up to 64 rows
   EXPECT_TRUE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
   g.max_rows = 128 * 64 + 128;
-  // Above 64 rows: the tall token tile where k >= stream_tall_min_k() (FUSEDMOE_STREAM_TALL), up to
-  // 192 rows per expert; fp8-block never.
-  EXPECT_EQ(g.k >= cuda::stream_tall_min_k(), cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.max_rows = 128 * 192;
-  EXPECT_EQ(g.k >= cuda::stream_tall_min_k(), cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
-  g.max_rows = 128 * 192 + 128;
-  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));
+  EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));  // 4 KB rows: the large configs above 64
+  {
+    // Above 64 rows: the tall token tile for rows of >= 12 KB and n >= 4096 (Mixtral-8x7B's GEMM2:
+    // k = 14336, n = 4096), up to 192 rows per expert; fp8-block never. The rule as shipped here
+    // (FUSEDMOE_STREAM_TALL may move it in A/B runs).
+    const cuda::StreamTallRule was = cuda::stream_tall_rule();
+    cuda::set_stream_tall_rule({cuda::kStreamTallMinRowBytes, cuda::kStreamTallMinN});
+    cuda::GroupedGemmArgs m = g;
+    m.groups = 8;
+    m.n = 4096;
+    m.k = 14336;
+    m.max_rows = 8 * 128;
+    EXPECT_TRUE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    m.max_rows = 8 * 192;
+    EXPECT_TRUE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    m.max_rows = 8 * 193;
+    EXPECT_FALSE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    m.max_rows = 8 * 128;
+    m.op = Operand::FP8;  // fp8 (no block scales): 14 KB rows
+    EXPECT_TRUE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    m.k = 7168;  // 7 KB fp8 rows (DeepSeek-V3 TP1's GEMM1): the large configs
+    EXPECT_FALSE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    m.op = Operand::BF16;  // 14 KB bf16 rows, n = 4096: tall
+    EXPECT_TRUE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    m.n = 512;  // DeepSeek-V3 TP8's GEMM1: few weight blocks per expert, the large configs
+    EXPECT_FALSE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    cuda::set_stream_tall_rule({INT64_MAX, cuda::kStreamTallMinN});  // FUSEDMOE_STREAM_TALL=0
+    m.n = 4096;
+    EXPECT_FALSE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
+    cuda::set_stream_tall_rule(was);
+  }
   g.op = Operand::FP8;
   g.max_rows = 512;
   g.a_scale = g.b_scale = &scale;
