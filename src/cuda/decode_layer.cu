@@ -52,7 +52,10 @@ using small_m::kKBlockBytes;
 using small_m::load16_stream;
 using small_m::mma_kblock;
 
-constexpr int kUnroll = 4;                 // k-blocks per lane in flight
+// GEMM1's k loop: 128-byte units of a weight row (8 lanes x 16 bytes), kUnits per lane in flight
+// (x 2 passes x gate / up: 8 loads of 16 bytes per lane, as before the row-contiguous mapping).
+constexpr int kUnitBytes = 128;
+constexpr int kUnits = 2;
 constexpr int kMaxKGroups = 64;            // fp8-block: 128-wide groups of x (K <= 8192)
 constexpr int kMaxNGroups = 32;            // fp8-block: 128-wide groups of GEMM2's operand (N <= 4096)
 
@@ -210,7 +213,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     const ActivationParams& ap = p.act;
     const int half = warp / kHalfWarps, hw = warp % kHalfWarps;
     const int64_t blocks = (N + kOuts - 1) / kOuts, tasks = topk * blocks;
-    const int64_t kblocks = (x_row + kKBlockBytes - 1) / kKBlockBytes;
     const uint8_t* w13 = static_cast<const uint8_t*>(p.w13);
     int it = 0;
     for (int64_t task = static_cast<int64_t>(blockIdx.x) * kHalves + half; task < tasks;
@@ -233,52 +235,76 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
         if (ap.dq.kind == Dequant::TENSOR) ws = ap.dq.w[e];
         if constexpr (kChannel) wcg = ap.dq.w[er + ge], wcu = ap.dq.w[er + ue];
       }
-      const int64_t n = ob * kOuts + g;
-      const bool nok = n < N;
-      int64_t gi = 0, ui = 0;
-      if (nok) gate_up_columns(ap, n, gi, ui);
-      const uint8_t* wg = w13 + (static_cast<int64_t>(e) * ap.R + gi) * x_row + 16 * t;
-      const uint8_t* wu = w13 + (static_cast<int64_t>(e) * ap.R + ui) * x_row + 16 * t;
-      float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      // Row-contiguous weight loads: one warp load covers 4 weight rows x 128 bytes (8 lanes per
+      // row), not 8 rows x 64 bytes (4 lanes per row: the MMA fragment's own rows), so each load
+      // requests 4 whole lines instead of 8 half lines - the probe's ~1.2 us of the layer's ~27
+      // (bench/results/2026-11-27-h100-decode-stream-probe). A task's 8 outputs take two passes of
+      // 4 (p = 0, 1: outputs ob * 8 + 4 p + r). Lane l reads bytes 16 q (q = l & 7) of every
+      // 128-byte k unit of row r = l >> 3, so the fragment rows 2r and 2r + 1 (lanes 8r .. 8r + 7)
+      // hold the first and the second 64 bytes of the unit of weight row r; lane (g, t) reads x at
+      // the same 16 q = 64 (g & 1) + 16 t, which puts x's first / second 64 bytes in the B
+      // operand's columns 0 / 1: C[2r][0] + C[2r + 1][1] is row r's sum (k split over two fragment
+      // rows; the other C entries are not used). Gate rows are the fragment's rows 0-7, up rows 8-15.
+      const int r = lane >> 3, q = lane & 7;
+      const uint8_t* wgp[2];
+      const uint8_t* wup[2];
+      bool okp[2];
+#pragma unroll
+      for (int pp = 0; pp < 2; ++pp) {
+        const int64_t n = ob * kOuts + 4 * pp + r;
+        okp[pp] = n < N;
+        int64_t gi = 0, ui = 0;
+        if (okp[pp]) gate_up_columns(ap, n, gi, ui);
+        wgp[pp] = w13 + (static_cast<int64_t>(e) * ap.R + gi) * x_row + 16 * q;
+        wup[pp] = w13 + (static_cast<int64_t>(e) * ap.R + ui) * x_row + 16 * q;
+      }
+      float c[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
       // fp8-block: the gate / up rows' 128 x 128 weight scales of each k group (all 8 outputs of a
-      // task lie in one 128-row block of each half).
+      // task lie in one 128-row block of each half); a 128-byte unit is one group.
       const float* swg = nullptr;
       const float* swu = nullptr;
       if constexpr (kBlock) {
         const int64_t kg = K / 128;
-        swg = p.w13_scale + (static_cast<int64_t>(e) * (ap.R / 128) + gi / 128) * kg;
-        swu = p.w13_scale + (static_cast<int64_t>(e) * (ap.R / 128) + ui / 128) * kg;
+        const int64_t n0 = ob * kOuts < N ? ob * kOuts : 0;
+        int64_t gi0 = 0, ui0 = 0;
+        gate_up_columns(ap, n0, gi0, ui0);
+        swg = p.w13_scale + (static_cast<int64_t>(e) * (ap.R / 128) + gi0 / 128) * kg;
+        swu = p.w13_scale + (static_cast<int64_t>(e) * (ap.R / 128) + ui0 / 128) * kg;
       }
-      // Every lane multiplies with x (all 8 MMA columns the same; column 0 is used).
-      for (int64_t kb = static_cast<int64_t>(hw) * kUnroll; kb < kblocks; kb += kHalfWarps * kUnroll) {
-        uint4 wl[kUnroll], wh[kUnroll], xv[kUnroll];
+      const int64_t units = (x_row + kUnitBytes - 1) / kUnitBytes;
+      for (int64_t kb = static_cast<int64_t>(hw) * kUnits; kb < units; kb += kHalfWarps * kUnits) {
+        uint4 wl[2][kUnits], wh[2][kUnits], xv[kUnits];
 #pragma unroll
-        for (int u = 0; u < kUnroll; ++u) {
-          const int64_t off = (kb + u) * kKBlockBytes;
-          const bool in = off + 16 * t < x_row;
-          wl[u] = load16_stream(wg + off, in && nok);
-          wh[u] = load16_stream(wu + off, in && nok);
-          xv[u] = in ? ld_shared16(xs + off + 16 * t) : make_uint4(0, 0, 0, 0);
-        }
-        if constexpr (kBlock) {
-          // kUnroll = 4 k-blocks of 64 bytes = two 128-wide groups, each summed on its own from
-          // zero and added times a_scale * w_scale.
+        for (int u = 0; u < kUnits; ++u) {
+          const int64_t off = (kb + u) * kUnitBytes;
+          const bool in = kb + u < units && off + 16 * q < x_row;
 #pragma unroll
-          for (int h = 0; h < kUnroll / 2; ++h) {
-            const int64_t grp = (kb >> 1) + h;
-            if (2 * grp >= kblocks) break;
-            float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-            for (int u = 2 * h; u < 2 * h + 2; ++u) {
-              if (kb + u < kblocks) mma_kblock<OP>(cb, wl[u], wh[u], xv[u]);
-            }
-            c[0] = fmaf(cb[0], __fmul_rn(xsc[grp], __ldg(swg + grp)), c[0]);
-            c[2] = fmaf(cb[2], __fmul_rn(xsc[grp], __ldg(swu + grp)), c[2]);
+          for (int pp = 0; pp < 2; ++pp) {
+            wl[pp][u] = load16_stream(wgp[pp] + off, in && okp[pp]);
+            wh[pp][u] = load16_stream(wup[pp] + off, in && okp[pp]);
           }
-        } else {
+          xv[u] = in ? ld_shared16(xs + off + 16 * q) : make_uint4(0, 0, 0, 0);
+        }
 #pragma unroll
-          for (int u = 0; u < kUnroll; ++u) {
-            if (kb + u < kblocks) mma_kblock<OP>(c, wl[u], wh[u], xv[u]);
+        for (int u = 0; u < kUnits; ++u) {
+          if (kb + u >= units) break;
+          if constexpr (kBlock) {
+            // Each 128-wide group's sums from zero, added times a_scale * w_scale (both halves of
+            // a row's unit with the same group scale).
+            const int64_t grp = kb + u;
+            const float sg = __fmul_rn(xsc[grp], __ldg(swg + grp)), su = __fmul_rn(xsc[grp], __ldg(swu + grp));
+#pragma unroll
+            for (int pp = 0; pp < 2; ++pp) {
+              float cb[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+              mma_kblock<OP>(cb, wl[pp][u], wh[pp][u], xv[u]);
+              c[pp][0] = fmaf(cb[0], sg, c[pp][0]);
+              c[pp][1] = fmaf(cb[1], sg, c[pp][1]);
+              c[pp][2] = fmaf(cb[2], su, c[pp][2]);
+              c[pp][3] = fmaf(cb[3], su, c[pp][3]);
+            }
+          } else {
+#pragma unroll
+            for (int pp = 0; pp < 2; ++pp) mma_kblock<OP>(c[pp], wl[pp][u], wh[pp][u], xv[u]);
           }
         }
       }
@@ -286,10 +312,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
         issue_w2();
         w2_issued = true;
       }
-      // C fragment: c[0] = gate sum, c[2] = up sum of output ob * 8 + g (column 0: lanes t == 0).
-      if (t == 0) {
-        part[half][buf][hw][0][g] = c[0];
-        part[half][buf][hw][1][g] = c[2];
+      // Row r of pass pp: gate C[2r][0] (lane 8r's c[0]) + C[2r + 1][1] (lane 8r + 4's c[1]); up
+      // likewise from c[2] / c[3] (fragment rows 2r + 8, 2r + 9).
+#pragma unroll
+      for (int pp = 0; pp < 2; ++pp) {
+        const float g1 = __shfl_down_sync(0xffffffffu, c[pp][1], 4);
+        const float u1 = __shfl_down_sync(0xffffffffu, c[pp][3], 4);
+        if (q == 0) {
+          part[half][buf][hw][0][4 * pp + r] = c[pp][0] + g1;
+          part[half][buf][hw][1][4 * pp + r] = c[pp][2] + u1;
+        }
       }
       half_barrier(half);
       if (epi && ne < N) {

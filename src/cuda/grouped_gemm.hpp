@@ -117,8 +117,10 @@ inline bool stream_wide_tile_ok(const GroupedGemmArgs& a) {
 // expert's rows, the wgmma's N the rows rounded up to 32, where the large configs pad to 128-row
 // tiles) for the calls stream_tall_tile_ok takes: 16-bit operands and fp8 without block scales
 // (128 accumulators per thread leave no room for a promotion set), rows of at least
-// kStreamTallMinRowBytes and at least kStreamTallMinN weight rows per expert. 192 keeps uniform
-// routing's rows per expert (E[r] +- 3 sqrt(E[r])) inside one 256-row batch.
+// kStreamTallMinRowBytes and at least kStreamTallMinN weight rows per expert, at most 144 expected
+// rows per expert: measured winning at 128 (where the large configs pad 128 +- 11 rows to 1-2
+// 128-row tiles) and losing at 192 (Mixtral-8x7B at 768 tokens: GEMM2 382 -> 429 us bf16, layer
+// 1.02-1.03x; two 128-row tiles fit 192 +- 14 rows), not measured in between.
 // Same-binary A/B, H100 (2026-11-27, bench/results/2026-11-27-h100-stream-tall): the tile runs at
 // one CTA per SM, so each CTA's start and epilogue are exposed; it pays only where a CTA streams
 // long rows without the fused activation's epilogue: Mixtral-8x7B's GEMM2 at 512 tokens (128 rows
@@ -126,8 +128,10 @@ inline bool stream_wide_tile_ok(const GroupedGemmArgs& a) {
 // bf16 GEMM1 at 4096 tokens (14 KB rows, n = 8192) 6350 -> 6070 us. Every other call measured lost:
 // DeepSeek-V3 TP8 GEMM1 (n = 512) 1.07-1.12x and its permute no longer gathered away, fp8 GEMM1s
 // with 4-7 KB rows (DeepSeek-V3 TP1 1.11x, Mixtral 1.21x, Qwen3-30B-A3B 1.38x), GEMM2s with 4 KB
-// rows (DeepSeek-V3 TP1 1.06-1.14x). Hence the two bounds.
-constexpr int64_t kStreamTallMaxRowsPerGroup = 192;
+// rows (DeepSeek-V3 TP1 1.06-1.14x). Hence the bounds. Under the kept rule (run3, 3 interleaved
+// pairs): Mixtral 512 tokens 0.938 / 0.948 / 0.942 (bf16 / fp8-tensor / fp8-channel), DeepSeek-V3
+// TP1 4096 bf16 0.965, the other points 0.998-1.004.
+constexpr int64_t kStreamTallMaxRowsPerGroup = 144;
 constexpr int64_t kStreamTallMinRowBytes = 12 * 1024;
 constexpr int64_t kStreamTallMinN = 4096;
 // The rule's bounds (grouped_gemm.cpp): FUSEDMOE_STREAM_TALL=0 turns the tile off (same-binary A/B

@@ -201,8 +201,15 @@ TEST(Gemm1GatherGpu, AutoTakesOnlyFewColumnTilesLongK) {
   g.max_rows = 4096 * 8;
   g.n = 4096;  // DeepSeek-V3 TP1: 16 column tiles, each copying the rows again
   ap.N = 2048;
-  EXPECT_FALSE(applies(cuda::Gemm1Gather::AUTO));
-  EXPECT_TRUE(applies(cuda::Gemm1Gather::ON));
+  {
+    // (The bf16 call of this shape is the stream GEMM's tall token tile under the shipped rule,
+    // stream_tall_tile_ok; with that tile off it is the CUTLASS GEMM1's.)
+    const cuda::StreamTallRule was = cuda::stream_tall_rule();
+    cuda::set_stream_tall_rule({INT64_MAX, cuda::kStreamTallMinN});
+    EXPECT_FALSE(applies(cuda::Gemm1Gather::AUTO));
+    EXPECT_TRUE(applies(cuda::Gemm1Gather::ON));
+    cuda::set_stream_tall_rule(was);
+  }
   g.n = 512;
   ap.N = 256;
   g.max_rows = 4096 * 8;

@@ -339,7 +339,7 @@ TEST(StreamGemmRules, RefusesAndTakes) {
   EXPECT_FALSE(cuda::stream_gemm_takes(g, GemmPath::SM90_TMA));  // 4 KB rows: the large configs above 64
   {
     // Above 64 rows: the tall token tile for rows of >= 12 KB and n >= 4096 (Mixtral-8x7B's GEMM2:
-    // k = 14336, n = 4096), up to 192 rows per expert; fp8-block never. The rule as shipped here
+    // k = 14336, n = 4096), up to 144 rows per expert; fp8-block never. The rule as shipped here
     // (FUSEDMOE_STREAM_TALL may move it in A/B runs).
     const cuda::StreamTallRule was = cuda::stream_tall_rule();
     cuda::set_stream_tall_rule({cuda::kStreamTallMinRowBytes, cuda::kStreamTallMinN});
@@ -349,9 +349,9 @@ TEST(StreamGemmRules, RefusesAndTakes) {
     m.k = 14336;
     m.max_rows = 8 * 128;
     EXPECT_TRUE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
-    m.max_rows = 8 * 192;
+    m.max_rows = 8 * 144;
     EXPECT_TRUE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
-    m.max_rows = 8 * 193;
+    m.max_rows = 8 * 145;
     EXPECT_FALSE(cuda::stream_gemm_takes(m, GemmPath::SM90_TMA));
     m.max_rows = 8 * 128;
     m.op = Operand::FP8;  // fp8 (no block scales): 14 KB rows
