@@ -58,6 +58,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <string>
 #include <utility>
 
@@ -117,6 +118,15 @@ constexpr int ctas_per_sm() { return 2 * smem_bytes<S, T>() <= 220 * 1024 ? 2 : 
 // Weight bytes a CTA streams at least (several 128-row blocks when rows are short), so its start
 // (expert lookup, barrier set-up, the first copies' latency) is paid over enough work.
 constexpr int64_t kTargetCtaBytes = 192 * 1024;
+// Diagnostic override for same-binary A/B runs: FUSEDMOE_STREAM_CTA_KB (KB of weights per CTA).
+int64_t target_cta_bytes() {
+  static const int64_t v = [] {
+    const char* e = std::getenv("FUSEDMOE_STREAM_CTA_KB");
+    const long long kb = e != nullptr ? std::atoll(e) : 0;
+    return kb > 0 ? static_cast<int64_t>(kb) * 1024 : kTargetCtaBytes;
+  }();
+  return v;
+}
 
 // wgmma (D += A x B, both operands in shared memory, K-major, 128-byte swizzle, as the TMA lays
 // the stages out): m64 x N x 32 bytes of k (k32 e4m3 or k16 bf16 / fp16), N = 8, 16, 32 or 64
@@ -673,7 +683,7 @@ void launch(const GroupedGemmArgs& g, cudaStream_t stream, StreamTile tile,
   const int64_t cols = kAct ? p.N : g.n, block_cols = kAct ? kBN / 2 : kBN;
   const int nblocks = static_cast<int>((cols + block_cols - 1) / block_cols);
   const int64_t block_bytes = kBN * k_bytes;
-  int per = static_cast<int>((kTargetCtaBytes + block_bytes - 1) / block_bytes);
+  int per = static_cast<int>((target_cta_bytes() + block_bytes - 1) / block_bytes);
   per = per < 1 ? 1 : per > nblocks ? nblocks : per;
   const int64_t active = active_groups(g);
   // Small grids (decode: a few experts): weight blocks spread over up to one CTA per SM, each
