@@ -237,8 +237,9 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       }
       // Row-contiguous weight loads: one warp load covers 4 weight rows x 128 bytes (8 lanes per
       // row), not 8 rows x 64 bytes (4 lanes per row: the MMA fragment's own rows), so each load
-      // requests 4 whole lines instead of 8 half lines - the probe's ~1.2 us of the layer's ~27
-      // (bench/results/2026-11-27-h100-decode-stream-probe). A task's 8 outputs take two passes of
+      // requests 4 whole lines instead of 8 half lines (a flat-stream probe put ~1.2 us of the
+      // layer's ~27 on that, bench/results/2026-11-27-h100-decode-stream-probe; the layer gained
+      // 0.1-0.3 us, bench/results/2026-11-27-h100-decode-rowload). A task's 8 outputs take two passes of
       // 4 (p = 0, 1: outputs ob * 8 + 4 p + r). Lane l reads bytes 16 q (q = l & 7) of every
       // 128-byte k unit of row r = l >> 3, so the fragment rows 2r and 2r + 1 (lanes 8r .. 8r + 7)
       // hold the first and the second 64 bytes of the unit of weight row r; lane (g, t) reads x at
