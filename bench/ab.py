@@ -30,8 +30,14 @@ import sys
 
 def load_points(run_dir):
     """{(preset, format, routing, M): (median_ms or None, status)} of one fusedmoe-bench run."""
-    with open(os.path.join(run_dir, "fusedmoe-bench.json")) as f:
-        doc = json.load(f)
+    path = os.path.join(run_dir, "fusedmoe-bench.json")
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):  # stored gzipped in bench/results
+        import gzip
+        with gzip.open(path + ".gz", "rt") as f:
+            doc = json.load(f)
+    else:
+        with open(path) as f:
+            doc = json.load(f)
     pts = {}
     for p in doc.get("points", []):
         key = (p["preset"], p["format"], p["routing"], int(p["M"]))

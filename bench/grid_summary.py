@@ -4,11 +4,22 @@ of each point: bf16 against the bf16 peers, fp8-tensor / fp8-channel against the
 grouped GEMM), as the grid READMEs in bench/results quote it.
 
     python3 bench/grid_summary.py NEW/fusedmoe-bench.json OLD/fusedmoe-bench.json NEW/peers.json [OLD_NAME]
+
+A JSON file stored gzipped in bench/results (NAME.json.gz) is read under either name.
 """
-import json, math, sys
-new = json.load(open(sys.argv[1]))['points']
-old = {(p['preset'], p['format'], p['M']): p for p in json.load(open(sys.argv[2]))['points']}
-peers = json.load(open(sys.argv[3]))
+import gzip, json, math, os, sys
+
+
+def load(path):
+    if not os.path.exists(path) and os.path.exists(path + '.gz'):
+        path += '.gz'
+    with (gzip.open(path, 'rt') if path.endswith('.gz') else open(path)) as f:
+        return json.load(f)
+
+
+new = load(sys.argv[1])['points']
+old = {(p['preset'], p['format'], p['M']): p for p in load(sys.argv[2])['points']}
+peers = load(sys.argv[3])
 old_name = sys.argv[4] if len(sys.argv) > 4 else 'old'
 presets = ['mixtral-8x7b', 'qwen3-30b-a3b-tp1', 'deepseek-v3-tp1', 'deepseek-v3-tp8']
 Ms = [1, 8, 64, 256, 1024, 4096]

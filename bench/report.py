@@ -44,6 +44,13 @@ PEER_ORDER = ["torch-loop", "torch-grouped-mm", "torch-loop-fp8", "torch-scaled-
 
 # ---------------------------------------------------------------- data
 def load_json(path):
+    """A JSON file, or its gzipped copy (PATH.gz: how bench/results stores the large ones)."""
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        path += ".gz"
+    if path.endswith(".gz"):
+        import gzip
+        with gzip.open(path, "rt") as f:
+            return json.load(f)
     with open(path) as f:
         return json.load(f)
 

@@ -120,3 +120,16 @@ def test_variant_bench_runs_each_variants_own_binary(tmp_path):
     ns.variant_bench = ["other=/bin/true"]
     with pytest.raises(ValueError, match="NAME=PATH"):
         ab.run(ns, [])
+
+
+def test_reads_a_gzipped_run(tmp_path):
+    # bench/results stores JSON files over 100 KB gzipped: compare reads fusedmoe-bench.json.gz too.
+    import gzip
+    a = write_run(tmp_path / "1_old", {("q", 1): 100.0})
+    b = write_run(tmp_path / "2_new", {("q", 1): 80.0})
+    src = os.path.join(b, "fusedmoe-bench.json")
+    with open(src, "rb") as f, gzip.open(src + ".gz", "wb") as g:
+        g.write(f.read())
+    os.remove(src)
+    table = ab.compare([str(a), str(b)], ["old", "new"], "old")
+    assert "0.800" in table
