@@ -33,14 +33,14 @@ constexpr int kClusterN = 2;
 
 // ClusterN: CTAs of a cluster along N, which share the activation tile by TMA multicast (the
 // 128-column tiles otherwise re-read it from L2 once per N tile).
-template <class TileShape, bool SwapAB, int WeightGran = kBlock, class ElementD_ = float, int ClusterN = 1>
+template <class TileShape, int WeightGran = kBlock, class ElementD_ = float, int ClusterN = 1>
 struct BlockwiseGemm {
   using Element = cutlass::float_e4m3_t;
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::ColumnMajor;
-  using LayoutD = cute::conditional_t<SwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+  using LayoutD = cutlass::layout::RowMajor;
   using ElementD = ElementD_;
   static constexpr DType kDType = cute::is_same_v<ElementD, float> ? DType::F32 : DType::BF16;
   static_assert(cute::is_same_v<ElementD, float> || cute::is_same_v<ElementD, cutlass::bfloat16_t>);
@@ -50,11 +50,8 @@ struct BlockwiseGemm {
 
   // Activations: one scale per row (granularity 1, MN-major); weights: WeightGran rows (K-major).
   static_assert(WeightGran == kBlock || WeightGran == 1, "weight scales per 128 rows or per row");
-  static constexpr int kGranM = SwapAB ? WeightGran : 1;
-  static constexpr int kGranN = SwapAB ? 1 : WeightGran;
-  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<
-      kGranM, kGranN, kBlock, SwapAB ? cute::GMMA::Major::K : cute::GMMA::Major::MN,
-      SwapAB ? cute::GMMA::Major::MN : cute::GMMA::Major::K>;
+  using ScaleConfig = cutlass::detail::Sm90BlockwiseScaleConfig<1, WeightGran, kBlock, cute::GMMA::Major::MN,
+                                                                 cute::GMMA::Major::K>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
   using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
 
@@ -144,7 +141,7 @@ struct BlockwiseGemm {
   static void run(const GroupedGemmArgs& g, cudaStream_t stream);
 };
 
-template <bool SwapAB, int WeightGran, class ElementD, class StrideA, class StrideB, class StrideD, class Shape3>
+template <int WeightGran, class ElementD, class StrideA, class StrideB, class StrideD, class Shape3>
 __global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n, int k, const uint8_t* a,
                                        const uint8_t* b, ElementD* d, const float* a_scale, const float* b_scale,
                                        Shape3* problems, const void** ptr_a, const void** ptr_b, ElementD** ptr_d,
@@ -161,34 +158,23 @@ __global__ void setup_blockwise_kernel(int groups, const int32_t* offsets, int n
   const float* act_s = a_scale + row0 * kb;
   const float* wgt_s = b_scale + static_cast<int64_t>(g) * nb * kb;
   ptr_d[g] = d + row0 * n;
-  if constexpr (SwapAB) {
-    problems[g] = Shape3{n, rows, k};
-    ptr_a[g] = wgt;
-    ptr_b[g] = act;
-    ptr_sfa[g] = wgt_s;
-    ptr_sfb[g] = act_s;
-    stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {n, k, 1});
-    stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {rows, k, 1});
-    stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {n, rows, 1});
-  } else {
-    problems[g] = Shape3{rows, n, k};
-    ptr_a[g] = act;
-    ptr_b[g] = wgt;
-    ptr_sfa[g] = act_s;
-    ptr_sfb[g] = wgt_s;
-    stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
-    stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
-    stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {rows, n, 1});
-  }
+  problems[g] = Shape3{rows, n, k};
+  ptr_a[g] = act;
+  ptr_b[g] = wgt;
+  ptr_sfa[g] = act_s;
+  ptr_sfb[g] = wgt_s;
+  stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
+  stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
+  stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {rows, n, 1});
 }
 
-template <class TileShape, bool SwapAB, int WeightGran, class ElementD_, int ClusterN>
-void BlockwiseGemm<TileShape, SwapAB, WeightGran, ElementD_, ClusterN>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class TileShape, int WeightGran, class ElementD_, int ClusterN>
+void BlockwiseGemm<TileShape, WeightGran, ElementD_, ClusterN>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
   if (g.d_dtype != kDType) throw Error("CUTLASS blockwise GEMM: the instance's D dtype differs from the call's");
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
-  launch_chained(setup_blockwise_kernel<SwapAB, WeightGran, ElementD, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0,
+  launch_chained(setup_blockwise_kernel<WeightGran, ElementD, StrideA, StrideB, StrideD, Shape3>, blocks, 128, 0,
       stream,
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const uint8_t*>(g.a),
       static_cast<const uint8_t*>(g.b), static_cast<ElementD*>(g.d), g.a_scale, g.b_scale, arr.problems,

@@ -361,7 +361,7 @@ class GatedActEpilogue {
   Params params;
 };
 
-// The grouped GEMM1 + activation: the SwapAB = false (many rows per expert) instance of
+// The grouped GEMM1 + activation: the many-rows-per-expert (activations as A) form of
 // GroupedGemm's mainloop with the epilogue above. One instance per operand type
 // (sm90_grouped_gemm_<family>_act.cu).
 // kFp8Out: the epilogue stores e4m3 codes (static tensor scale), else bf16 values; kChannel: the

@@ -8,13 +8,10 @@
 // both K-major: the TN layout wgmma wants for every operand type, fp8 included, so the weights
 // need no preparation. D = [rows, n] fp32, or bf16 (ElementD_; the GEMM2 output y of the layers
 // that take it: grouped_gemm.hpp, sm90_bf16_d_applies).
-//   SwapAB = false: CUTLASS A = activations (RowMajor), B = weights ("ColumnMajor"), D RowMajor;
-//                   per group (M, N, K) = (rows, n, k). For many rows per expert.
-//   SwapAB = true:  computes D^T = W x X^T: A = weights (RowMajor), B = activations
-//                   ("ColumnMajor"), D^T [n, rows] ColumnMajor (= D row-major); per group
-//                   (M, N, K) = (n, rows, k). For few rows per expert (decode): the weights fill
-//                   the 128-row side of the MMA and the few tokens a narrow N tile, instead of
-//                   padding 1..64 tokens up to 128 rows of wasted MMA work.
+// CUTLASS A = activations (RowMajor), B = weights ("ColumnMajor"), D RowMajor; per group
+// (M, N, K) = (rows, n, k): these instances serve the calls with many rows per expert. (A swap-AB
+// form - the weights on the MMA's 128-row side for few rows - existed until 2026-11-26; the stream
+// GEMM, stream_gemm.cu, took its calls, and the unused branch went on 2026-11-27.)
 // Problem shapes and pointers are written by setup_groups_kernel from the device expert
 // offsets; the host never learns the per-expert row counts (no sync, graph capturable).
 #include <cuda_runtime.h>
@@ -68,14 +65,13 @@ struct GroupedEpilogueFusion<TileShape, ElementD, true> {
   using type = cutlass::epilogue::fusion::Sm90EVT<Multiply, cutlass::epilogue::fusion::Sm90AccFetch, ColScales>;
 };
 
-template <class Element, class Config, bool SwapAB, class ElementD_ = float, bool kColScale = false>
+template <class Element, class Config, class ElementD_ = float, bool kColScale = false>
 struct GroupedGemm {
-  static_assert(!(kColScale && SwapAB), "column scales along n of the row-major D only");
   using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;  // (M, N, K) per group
   using Shape3 = typename ProblemShape::UnderlyingProblemShape;
   using LayoutA = cutlass::layout::RowMajor;
   using LayoutB = cutlass::layout::ColumnMajor;
-  using LayoutD = cute::conditional_t<SwapAB, cutlass::layout::ColumnMajor, cutlass::layout::RowMajor>;
+  using LayoutD = cutlass::layout::RowMajor;
   using ElementD = ElementD_;
   static constexpr DType kDType = cute::is_same_v<ElementD, float> ? DType::F32 : DType::BF16;
   static_assert(cute::is_same_v<ElementD, float> || cute::is_same_v<ElementD, cutlass::bfloat16_t>);
@@ -175,8 +171,7 @@ struct GroupedGemm {
   static void run(const GroupedGemmArgs& g, cudaStream_t stream);
 };
 
-template <bool SwapAB, bool kColScale, class Element, class ElementD, class StrideA, class StrideB, class StrideD,
-          class Shape3>
+template <bool kColScale, class Element, class ElementD, class StrideA, class StrideB, class StrideD, class Shape3>
 __global__ void setup_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
                                     const Element* b, ElementD* d, Shape3* problems, const Element** ptr_a,
                                     const Element** ptr_b, ElementD** ptr_d, StrideA* stride_a, StrideB* stride_b,
@@ -190,21 +185,12 @@ __global__ void setup_groups_kernel(int groups, const int32_t* offsets, int n, i
   const Element* wgt = b + static_cast<int64_t>(g) * n * k;
   ptr_d[g] = d + row0 * n;
   if constexpr (kColScale) col_scales[g] = col_scale + static_cast<int64_t>(g) * n;
-  if constexpr (SwapAB) {
-    problems[g] = Shape3{n, rows, k};
-    ptr_a[g] = wgt;
-    ptr_b[g] = act;
-    stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {n, k, 1});
-    stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {rows, k, 1});
-    stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {n, rows, 1});
-  } else {
-    problems[g] = Shape3{rows, n, k};
-    ptr_a[g] = act;
-    ptr_b[g] = wgt;
-    stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
-    stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
-    stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {rows, n, 1});
-  }
+  problems[g] = Shape3{rows, n, k};
+  ptr_a[g] = act;
+  ptr_b[g] = wgt;
+  stride_a[g] = cutlass::make_cute_packed_stride(StrideA{}, {rows, k, 1});
+  stride_b[g] = cutlass::make_cute_packed_stride(StrideB{}, {n, k, 1});
+  stride_d[g] = cutlass::make_cute_packed_stride(StrideD{}, {rows, n, 1});
 }
 
 inline void check_cutlass(cutlass::Status s, const char* what) {
@@ -212,8 +198,8 @@ inline void check_cutlass(cutlass::Status s, const char* what) {
     throw Error(std::string("CUTLASS grouped GEMM: ") + what + " failed: " + cutlass::cutlassGetStatusString(s));
 }
 
-template <class Element, class Config, bool SwapAB, class ElementD_, bool kColScale>
-void GroupedGemm<Element, Config, SwapAB, ElementD_, kColScale>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
+template <class Element, class Config, class ElementD_, bool kColScale>
+void GroupedGemm<Element, Config, ElementD_, kColScale>::run(const GroupedGemmArgs& g, cudaStream_t stream) {
   if (g.d_dtype != kDType) throw Error("CUTLASS grouped GEMM: the instance's D dtype differs from the call's");
   if ((g.d_col_scale != nullptr) != kColScale)
     throw Error(kColScale ? "CUTLASS grouped GEMM: the column-scale instance needs d_col_scale"
@@ -221,7 +207,7 @@ void GroupedGemm<Element, Config, SwapAB, ElementD_, kColScale>::run(const Group
   size_t arrays_bytes = 0;
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
-  constexpr auto setup = setup_groups_kernel<SwapAB, kColScale, Element, ElementD, StrideA, StrideB, StrideD, Shape3>;
+  constexpr auto setup = setup_groups_kernel<kColScale, Element, ElementD, StrideA, StrideB, StrideD, Shape3>;
   launch_chained(setup, blocks, 128, 0, stream,
       g.groups, g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k), static_cast<const Element*>(g.a),
       static_cast<const Element*>(g.b), static_cast<ElementD*>(g.d), arr.problems, arr.ptr_a, arr.ptr_b, arr.ptr_d,

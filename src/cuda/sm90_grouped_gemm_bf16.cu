@@ -15,8 +15,8 @@ using namespace cute;
 using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _64>, Shape<_1, _1, _1>,
                                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpong,
                                         cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
-using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16LargeConfig, /*SwapAB=*/false>;
-using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, PingpongConfig, /*SwapAB=*/false>;
+using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16LargeConfig>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::bfloat16_t, PingpongConfig>;
 }  // namespace
 
 size_t sm90_grouped_gemm_bf16_workspace(int groups, int sm_count) {

@@ -7,7 +7,7 @@
 
 namespace fusedmoe::cuda {
 namespace {
-using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16LargeConfig, false, cutlass::bfloat16_t>;
+using LargeGemm = sm90::GroupedGemm<cutlass::bfloat16_t, sm90::Bf16LargeConfig, cutlass::bfloat16_t>;
 }  // namespace
 
 size_t sm90_grouped_gemm_bf16_d16_workspace(int groups, int sm_count) {

@@ -17,7 +17,7 @@ using namespace cute;
 using LargeConfig = sm90::TileConfig<Shape<_128, _256, _64>, Shape<_1, _1, _1>,
                                      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative,
                                      cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative>;
-using LargeGemm = sm90::GroupedGemm<cutlass::half_t, LargeConfig, /*SwapAB=*/false>;
+using LargeGemm = sm90::GroupedGemm<cutlass::half_t, LargeConfig>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp16_workspace(int groups, int sm_count) {

@@ -18,8 +18,8 @@ using namespace cute;
 using PingpongConfig = sm90::TileConfig<Shape<_128, _128, _128>, Shape<_1, _1, _1>,
                                         cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8FastAccum,
                                         cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong>;
-using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig, /*SwapAB=*/false>;
-using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, PingpongConfig, /*SwapAB=*/false>;
+using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig>;
+using PingpongGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, PingpongConfig>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp8_workspace(int groups, int sm_count) {

@@ -16,7 +16,7 @@ namespace {
 using namespace cute;
 using sm90_blockwise::BlockwiseGemm;
 
-using LargeGemm = BlockwiseGemm<Shape<_128, _128, _128>, /*SwapAB=*/false, sm90_blockwise::kBlock, float,
+using LargeGemm = BlockwiseGemm<Shape<_128, _128, _128>, sm90_blockwise::kBlock, float,
                                  sm90_blockwise::kClusterN>;
 }  // namespace
 

@@ -6,7 +6,7 @@
 namespace fusedmoe::cuda {
 namespace {
 using namespace cute;
-using LargeGemm = sm90_blockwise::BlockwiseGemm<Shape<_128, _128, _128>, /*SwapAB=*/false, sm90_blockwise::kBlock,
+using LargeGemm = sm90_blockwise::BlockwiseGemm<Shape<_128, _128, _128>, sm90_blockwise::kBlock,
                                                 cutlass::bfloat16_t, sm90_blockwise::kClusterN>;
 }  // namespace
 

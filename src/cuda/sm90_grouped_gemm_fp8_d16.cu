@@ -8,7 +8,7 @@
 
 namespace fusedmoe::cuda {
 namespace {
-using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig, false, cutlass::bfloat16_t>;
+using LargeGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig, cutlass::bfloat16_t>;
 }  // namespace
 
 size_t sm90_grouped_gemm_fp8_d16_workspace(int groups, int sm_count) {

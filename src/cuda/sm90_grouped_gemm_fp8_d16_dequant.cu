@@ -12,7 +12,7 @@
 
 namespace fusedmoe::cuda {
 namespace {
-using DequantGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig, false, cutlass::bfloat16_t,
+using DequantGemm = sm90::GroupedGemm<cutlass::float_e4m3_t, sm90::Fp8LargeConfig, cutlass::bfloat16_t,
                                       /*kColScale=*/true>;
 }  // namespace
 
