@@ -99,9 +99,11 @@ TEST(Gemm1GatherGpu, StreamGemmFewRows) {
     }
 }
 
-// The tall token tile (65-192 rows per expert; its rule's row-byte and n bounds lowered here to
-// take the case's shapes): 600 tokens, top-2 of 8 experts (150 rows per expert, wgmma widths
-// 128-192) and 431 tokens, top-3 of 8 (about 162). Gathered or not, against the oracle and bit for bit.
+// The tall token tile (65-144 expected rows per expert; its rule's row-byte and n bounds lowered
+// here to take the case's shapes): 500 tokens, top-2 of 8 experts (125 rows per expert) and 360
+// tokens, top-3 of 8 (135), wgmma widths 96-160. Gathered or not, against the oracle and bit for
+// bit. The GEMM1 shape is checked to be the stream GEMM's above the wide tile's 64 rows, so that
+// a later change of the rule cannot quietly move the case to the CUTLASS configs.
 TEST(Gemm1GatherGpu, StreamGemmTallTile) {
   FMOE_REQUIRE_GPU();
   struct TallSwitch {
@@ -109,12 +111,22 @@ TEST(Gemm1GatherGpu, StreamGemmTallTile) {
     TallSwitch() { cuda::set_stream_tall_rule({1, 1}); }
     ~TallSwitch() { cuda::set_stream_tall_rule(was); }
   } tall;
+  alignas(16) static const uint8_t buf[16] = {};
   for (Format f : {Format::BF16, Format::FP8_TENSOR, Format::FP8_CHANNEL})
     for (int variant : {0, 1}) {
       Case c = gather_case(f, variant == 0, variant);
-      c.M = variant == 0 ? 600 : 431;
+      c.M = variant == 0 ? 500 : 360;
       c.E = 8;
       c.topk = variant == 0 ? 2 : 3;
+      cuda::GroupedGemmArgs g1;  // GEMM1 as the layer asks for it (tall_tile: > 64 rows per expert)
+      g1.op = f == Format::BF16 ? cuda::Operand::BF16 : cuda::Operand::FP8;
+      g1.a = g1.b = buf;
+      g1.n = 2 * c.N;
+      g1.k = c.K;
+      g1.groups = static_cast<int>(c.E);
+      g1.max_rows = c.M * c.topk;
+      ASSERT_TRUE(cuda::stream_gemm_takes(g1, cuda::GemmPath::SM90_TMA)) << describe(c);
+      ASSERT_GT(g1.max_rows, cuda::kStreamWideMaxRowsPerGroup * g1.groups) << describe(c);
       check_gathered(c, -1, false);
     }
 }
