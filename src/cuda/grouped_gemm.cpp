@@ -210,6 +210,18 @@ void set_stream_tall_rule(StreamTallRule r) {
   tall_min_n().store(r.min_n);
 }
 
+namespace {
+std::atomic<bool>& tail_skip_flag() {
+  static std::atomic<bool> v{[] {
+    const char* e = std::getenv("FUSEDMOE_TAIL_SKIP");
+    return !(e != nullptr && std::string(e) == "0");
+  }()};
+  return v;
+}
+}  // namespace
+bool tail_skip_enabled() { return tail_skip_flag().load(std::memory_order_relaxed); }
+void set_tail_skip(bool on) { tail_skip_flag().store(on); }
+
 Gemm1Gather gemm1_gather_mode() { return static_cast<Gemm1Gather>(gather_mode_flag().load()); }
 void set_gemm1_gather_mode(Gemm1Gather mode) { gather_mode_flag().store(static_cast<int>(mode)); }
 

@@ -281,6 +281,12 @@ bool sm90_gemm1_gather_applies(const GroupedGemmArgs& g, GemmPath path, const Ac
 enum class Gemm1Gather : uint8_t { AUTO, ON, OFF };
 Gemm1Gather gemm1_gather_mode();
 void set_gemm1_gather_mode(Gemm1Gather mode);
+// Whether the cooperative CUTLASS GEMMs skip the MMAs of a warpgroup with no rows in an expert's
+// last tile (sm90_tail_skip_mainloop.cuh): on unless FUSEDMOE_TAIL_SKIP=0 in the environment (read
+// once; a diagnostic switch for same-binary A/B runs) or set_tail_skip(false) (tests). The outputs
+// are the same bits either way.
+bool tail_skip_enabled();
+void set_tail_skip(bool on);
 // The fused GEMM1 + activation kernels: how many times each was launched in this process (counted
 // on the host by its entry point), for tests that must know which path a layer took - the fused
 // and unfused paths give the same bits, so the output cannot tell.
