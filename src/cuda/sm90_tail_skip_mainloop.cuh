@@ -21,13 +21,14 @@
 // parity was released - so read - before the producer got past the previous fill's wait.
 // A warpgroup with no rows in the tile then computes the tile's first k tile only (its accumulators
 // must come from wgmma, see mma()) and waits for and releases the other stages in the order
-// CUTLASS's mma() + mma_tail() do; the other warpgroup keeps CUTLASS's mma(). Nothing of the idle
-// warpgroup's rows is stored (CUTLASS's TMA stores are bounded by the group's rows,
-// GatedActEpilogue's warps without a row return early).
+// CUTLASS's mma() + mma_tail() do; the other warpgroup keeps CUTLASS's mma(); both meet at a named
+// barrier at the tile's end. Nothing of the idle warpgroup's rows is stored (CUTLASS's TMA stores
+// are bounded by the group's rows, GatedActEpilogue's warps without a row return early).
 #include <climits>
 #include <cstdint>
 
 #include "cute/tensor.hpp"
+#include "cutlass/arch/barrier.h"
 #include "cutlass/cutlass.h"
 
 namespace fusedmoe::cuda::sm90 {
@@ -101,32 +102,40 @@ struct TailSkipMainloop : Base {
   CUTLASS_DEVICE void mma(MainloopPipeline pipeline, PipelineState smem_pipe_read, FrgTensorC& accum, int k_tile_count,
                           int thread_idx, TensorStorage& shared_tensors, Params const& mainloop_params) {
     static_assert(Base::K_PIPE_MMAS == 1, "mma_tail() releases the tile's last stage");
+    bool idle_in_tile = false, idle = false;
     if (k_tile_count > 1) {
       auto token = pipeline.consumer_try_wait(smem_pipe_read);
       pipeline.consumer_wait(smem_pipe_read, token);
       const int32_t rows = shared_tensors.tile_rows[2 * smem_pipe_read.index() + smem_pipe_read.phase()];
       const int wg = __shfl_sync(0xffffffffu, thread_idx / cutlass::NumThreadsPerWarpGroup, 0);
-      if (rows <= wg * kRowsPerWarpGroup) {
-        // The first k tile through CUTLASS's mma() (the accumulators are then the wgmma's: any
-        // other instruction writing them made ptxas serialise every wgmma of the kernel, C7515;
-        // the rows are the TMA's zeros), the rest only waited for and released: CUTLASS's mma()
-        // releases each stage one k tile behind, mma_tail() the last one.
-        Base::mma(pipeline, smem_pipe_read, accum, 1, thread_idx, shared_tensors, mainloop_params);
-        cute::warpgroup_wait<0>();
-        PipelineState release = smem_pipe_read;
+      idle_in_tile = rows <= (kWarpGroups - 1) * kRowsPerWarpGroup;
+      idle = rows <= wg * kRowsPerWarpGroup;
+    }
+    // One call site of CUTLASS's mma() (a second, or any other instruction writing the
+    // accumulators, made ptxas serialise every wgmma of the kernel, C7515). The idle warpgroup runs
+    // the first k tile only (its rows are the TMA's zeros; the wait on that stage returns at once),
+    // then waits for and releases the other stages: CUTLASS's mma() releases each stage one k tile
+    // behind, mma_tail() the last one.
+    Base::mma(pipeline, smem_pipe_read, accum, idle ? 1 : k_tile_count, thread_idx, shared_tensors, mainloop_params);
+    if (idle) {
+      cute::warpgroup_wait<0>();
+      PipelineState release = smem_pipe_read;
+      ++smem_pipe_read;
+      for (int k = 1; k < k_tile_count; ++k) {
+        auto t = pipeline.consumer_try_wait(smem_pipe_read);
+        pipeline.consumer_wait(smem_pipe_read, t);
         ++smem_pipe_read;
-        for (int k = 1; k < k_tile_count; ++k) {
-          auto t = pipeline.consumer_try_wait(smem_pipe_read);
-          pipeline.consumer_wait(smem_pipe_read, t);
-          ++smem_pipe_read;
-          pipeline.consumer_release(release);
-          ++release;
-        }
-        return;
+        pipeline.consumer_release(release);
+        ++release;
       }
     }
-    // (The first stage's phase is complete: CUTLASS's wait on it returns at once.)
-    Base::mma(pipeline, smem_pipe_read, accum, k_tile_count, thread_idx, shared_tensors, mainloop_params);
+    // Both warpgroups took the same decision from the slot: in a tile with an idle warpgroup they
+    // meet once the working one has issued its MMAs, so the idle one does not run ahead into the
+    // next tile (ahead, it holds the stages it waited for and the producer refills the pipeline
+    // only as the other releases them: 1.02-1.25x the GEMM time without this barrier, H100,
+    // bench/results/2026-11-27-h100-tail-skip). User barrier 0: hardware barrier 8, after the ids
+    // CUTLASS reserves.
+    if (idle_in_tile) cutlass::arch::NamedBarrier::sync(kWarpGroups * cutlass::NumThreadsPerWarpGroup, 0u);
   }
 };
 

@@ -10,7 +10,7 @@ nvidia-smi --query-gpu=name,driver_version --format=csv > $OUT/ab/device.txt; ca
 AB="python3 bench/ab.py run --bench $B/fusedmoe-bench"
 ab() {  # name presets m formats
   timeout ${ABT:-200} $AB --out $R/ab_$1 --variant off:FUSEDMOE_TAIL_SKIP=0 --variant on: --order off,on,off,on,off,on --base off -- \
-    --preset $2 --m $3 --formats $4 --check-tokens 2 --no-ceilings --stage-runs 1 --max-minutes ${ABM:-0.4} > $R/ab_$1.log 2>&1
+    --preset $2 --m $3 --formats $4 --check-tokens 2 --no-ceilings --stage-runs 1 --max-minutes ${ABM:-0.6} > $R/ab_$1.log 2>&1
   echo "ab $1 rc=$? $(( $(date +%s)-t0 ))s"; sed -n '/| preset/,$p' $R/ab_$1.log | tee $OUT/ab/ab_$1.md
 }
 ab small qwen3-30b-a3b-tp1,mixtral-8x7b,deepseek-v3-tp8 256,1024,4096 bf16,fp8-tensor,fp8-channel
