@@ -196,6 +196,14 @@ std::atomic<int64_t>& tall_min_row_bytes() {
   }()};
   return v;
 }
+std::atomic<int64_t>& tall_max_rows() {
+  static std::atomic<int64_t> v{[] {
+    const char* e = std::getenv("FUSEDMOE_STREAM_TALL_MAX_ROWS");
+    const long long r = e != nullptr ? std::atoll(e) : 0;
+    return r > 0 ? static_cast<int64_t>(r) : kStreamTallMaxRowsPerGroup;
+  }()};
+  return v;
+}
 std::atomic<int64_t>& tall_min_n() {
   static std::atomic<int64_t> v{kStreamTallMinN};
   return v;
@@ -203,24 +211,14 @@ std::atomic<int64_t>& tall_min_n() {
 }  // namespace
 
 StreamTallRule stream_tall_rule() {
-  return {tall_min_row_bytes().load(std::memory_order_relaxed), tall_min_n().load(std::memory_order_relaxed)};
+  return {tall_min_row_bytes().load(std::memory_order_relaxed), tall_min_n().load(std::memory_order_relaxed),
+          tall_max_rows().load(std::memory_order_relaxed)};
 }
 void set_stream_tall_rule(StreamTallRule r) {
   tall_min_row_bytes().store(r.min_row_bytes);
   tall_min_n().store(r.min_n);
+  tall_max_rows().store(r.max_rows_per_group);
 }
-
-namespace {
-std::atomic<bool>& tail_skip_flag() {
-  static std::atomic<bool> v{[] {
-    const char* e = std::getenv("FUSEDMOE_TAIL_SKIP");
-    return !(e != nullptr && std::string(e) == "0");
-  }()};
-  return v;
-}
-}  // namespace
-bool tail_skip_enabled() { return tail_skip_flag().load(std::memory_order_relaxed); }
-void set_tail_skip(bool on) { tail_skip_flag().store(on); }
 
 Gemm1Gather gemm1_gather_mode() { return static_cast<Gemm1Gather>(gather_mode_flag().load()); }
 void set_gemm1_gather_mode(Gemm1Gather mode) { gather_mode_flag().store(static_cast<int>(mode)); }

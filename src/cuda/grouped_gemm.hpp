@@ -139,6 +139,7 @@ constexpr int64_t kStreamTallMinN = 4096;
 struct StreamTallRule {
   int64_t min_row_bytes;  // INT64_MAX: off
   int64_t min_n;
+  int64_t max_rows_per_group = kStreamTallMaxRowsPerGroup;  // FUSEDMOE_STREAM_TALL_MAX_ROWS=R (diagnostic)
 };
 StreamTallRule stream_tall_rule();
 void set_stream_tall_rule(StreamTallRule r);
@@ -148,7 +149,7 @@ inline bool stream_tall_tile_ok(const GroupedGemmArgs& a) {
 }
 inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
   if (a.k < kStreamLongKMinK) return kSmallConfigMaxRowsPerGroup;
-  if (stream_tall_tile_ok(a)) return kStreamTallMaxRowsPerGroup;
+  if (stream_tall_tile_ok(a)) return stream_tall_rule().max_rows_per_group;
   return stream_wide_tile_ok(a) ? kStreamWideMaxRowsPerGroup : kStreamLongKMaxRowsPerGroup;
 }
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
@@ -281,12 +282,6 @@ bool sm90_gemm1_gather_applies(const GroupedGemmArgs& g, GemmPath path, const Ac
 enum class Gemm1Gather : uint8_t { AUTO, ON, OFF };
 Gemm1Gather gemm1_gather_mode();
 void set_gemm1_gather_mode(Gemm1Gather mode);
-// Whether the cooperative CUTLASS GEMMs skip the MMAs of a warpgroup with no rows in an expert's
-// last tile (sm90_tail_skip_mainloop.cuh): on unless FUSEDMOE_TAIL_SKIP=0 in the environment (read
-// once; a diagnostic switch for same-binary A/B runs) or set_tail_skip(false) (tests). The outputs
-// are the same bits either way.
-bool tail_skip_enabled();
-void set_tail_skip(bool on);
 // The fused GEMM1 + activation kernels: how many times each was launched in this process (counted
 // on the host by its entry point), for tests that must know which path a layer took - the fused
 // and unfused paths give the same bits, so the output cannot tell.

@@ -223,13 +223,6 @@ class GatedActEpilogue {
     Tensor tc = tiled_mma.get_thread_slice(thread_idx).partition_C(coords);
     static_assert(is_static<FrgLayout>::value, "accumulator layout must be static");
     constexpr int kValues = decltype(size(acc))::value;
-    // A warp whose rows all lie past the expert's end (an expert's last tile: the warpgroup that
-    // TailSkipMainloop let skip its MMAs, or part of the other) stores nothing: it leaves before
-    // the activation arithmetic. Whole warps only (the quad transposes below shuffle over the warp).
-    bool any_row = false;
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kValues; ++i) any_row |= get<0>(tc(i)) < M;
-    if (!__any_sync(0xffffffffu, any_row)) return;
     static_assert(kValues % 4 == 0, "pairs of accumulators");
     // Addresses: the thread's first element (m0, c0) once, then per element the fragment's static
     // offsets (dm, dc), so each store is a base register plus constants.
@@ -387,14 +380,10 @@ struct GroupedGemmAct {
   using StrideBTag = cute::Stride<int64_t, cute::Int<1>, int64_t>*;
   // GatherAMainloop: A's rows straight from the token-major input where the call asks for it
   // (GroupedGemmArgs::gather_x; sm90_gather_a_mainloop.cuh), CUTLASS's loads otherwise.
-  // TailSkipMainloop (outermost): the MMAs of a warpgroup with no rows in an expert's last tile skipped.
-  using BaseMainloop = PairedHalvesMainloop<GatherAMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
+  using CollectiveMainloop = PairedHalvesMainloop<GatherAMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignAB, Element,
       StrideBTag, kAlignAB, float, TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp>>;
-  static_assert(tail_skip_fits<BaseMainloop, CollectiveEpilogue, typename Config::KernelSchedule>(),
-                "the GEMM1 + activation configs are cooperative and leave room for the tail-skip slots");
-  using CollectiveMainloop = TailSkipMainloop<BaseMainloop>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
@@ -435,7 +424,6 @@ struct GroupedGemmAct {
     args.mainloop.dA = arr.stride_a;
     args.mainloop.ptr_B = arr.ptr_b;
     args.mainloop.dB = arr.stride_b;
-    args.mainloop.tail_skip = tail_skip_enabled();
     if (g != nullptr && g->gather_x != nullptr) {
       args.mainloop.gather_x = g->gather_x;
       args.mainloop.gather_row_bytes = g->k * static_cast<int64_t>(sizeof(Element));

@@ -17,12 +17,10 @@
 #include <cuda_runtime.h>
 
 #include <string>
-#include <type_traits>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/chained_launch.cuh"
 #include "cuda/grouped_gemm.hpp"
-#include "cuda/sm90_tail_skip_mainloop.cuh"
 #include "cuda/workspace_carve.hpp"
 #include "cute/tensor.hpp"
 #include "cutlass/cutlass.h"
@@ -40,21 +38,6 @@
 #endif
 
 namespace fusedmoe::cuda::sm90 {
-
-// Whether a ptr-array GEMM of this mainloop, epilogue and schedule takes TailSkipMainloop: the
-// cooperative schedules (two consumer warpgroups along M), with the kernel's shared storage plus
-// the slots (at most one more 1024-byte alignment unit) within the 227 KB an SM90 block may use.
-template <class Mainloop, class Epilogue, class Schedule>
-constexpr bool tail_skip_fits() {
-  if constexpr (!std::is_base_of_v<cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative, Schedule> ||
-                std::is_base_of_v<cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise, Schedule>) {
-    return false;
-  } else {
-    using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
-    using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, Mainloop, Epilogue>;
-    return Kernel::SharedStorageSize + 1024 <= kSm90MaxSmemBytes;
-  }
-}
 
 // A tile configuration: CTA tile, cluster, mainloop and epilogue schedules.
 template <class TileShape_, class ClusterShape_, class KernelSchedule_, class EpilogueSchedule_>
@@ -106,17 +89,12 @@ struct GroupedGemm {
       ElementD, LayoutD*, kAlignD, typename Config::EpilogueSchedule,
       typename GroupedEpilogueFusion<TileShape, ElementD, kColScale>::type>::CollectiveOp;
 
-  using BaseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, LayoutA*, kAlignAB, Element, LayoutB*, kAlignAB,
       float, TileShape, typename Config::ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
       typename Config::KernelSchedule>::CollectiveOp;
-  // Cooperative tiles skip the MMAs of a warpgroup with no rows in the tile (sm90_tail_skip_mainloop.cuh)
-  // where the slots fit beside CUTLASS's shared storage.
-  using CollectiveMainloop =
-      cute::conditional_t<tail_skip_fits<BaseMainloop, CollectiveEpilogue, typename Config::KernelSchedule>(),
-                          TailSkipMainloop<BaseMainloop>, BaseMainloop>;
 
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
@@ -161,11 +139,7 @@ struct GroupedGemm {
     typename Gemm::Arguments args;
     args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
     args.problem_shape = {groups, arr.problems, nullptr};  // shapes live on the device only
-    args.mainloop.ptr_A = arr.ptr_a;
-    args.mainloop.dA = arr.stride_a;
-    args.mainloop.ptr_B = arr.ptr_b;
-    args.mainloop.dB = arr.stride_b;
-    if constexpr (!cute::is_same_v<CollectiveMainloop, BaseMainloop>) args.mainloop.tail_skip = tail_skip_enabled();
+    args.mainloop = {arr.ptr_a, arr.stride_a, arr.ptr_b, arr.stride_b};
     args.epilogue.ptr_C = nullptr;
     args.epilogue.dC = arr.stride_d;
     args.epilogue.ptr_D = arr.ptr_d;
