@@ -7,7 +7,7 @@ mkdir -p .devcarry && tar xf .devcarry/pack/bins.tgz -C .devcarry
 t0=$(date +%s); B=$PWD/.devcarry/bin; R=$OUT/ncu; mkdir -p $R
 nvidia-smi --query-gpu=name,driver_version --format=csv > $R/device.txt; cat $B/sha >> $R/device.txt; date -u >> $R/device.txt
 for r in uniform balanced; do
-  timeout 250 ncu --kernel-name regex:GemmUniversal --launch-count 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
+  timeout 250 ncu --kernel-name device_kernel --launch-count 2 --section SpeedOfLight --section MemoryWorkloadAnalysis \
     --section ComputeWorkloadAnalysis --section WarpStateStats --section SchedulerStats --section LaunchStats \
     $B/fusedmoe-bench --preset mixtral-8x7b --m 1024 --formats bf16 --routing $r --no-ceilings --no-check \
     --stage-runs 0 --warmup 0 --min-reps 1 --max-reps 1 --rotate 1 --out-dir /tmp/ncu_$r > $R/ncu_$r.txt 2>&1
