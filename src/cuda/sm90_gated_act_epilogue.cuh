@@ -380,16 +380,10 @@ struct GroupedGemmAct {
   using StrideBTag = cute::Stride<int64_t, cute::Int<1>, int64_t>*;
   // GatherAMainloop: A's rows straight from the token-major input where the call asks for it
   // (GroupedGemmArgs::gather_x; sm90_gather_a_mainloop.cuh), CUTLASS's loads otherwise.
-  // Clusters (Config::ClusterShape of more than one CTA: an experiment, interleaved rows only - with
-  // B multicast, halves' boxes would land gate / up blocks of 64 rows apart) take CUTLASS's loads:
-  // the gather copies are written for one CTA.
-  using BuilderMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+  using CollectiveMainloop = PairedHalvesMainloop<GatherAMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignAB, Element,
       StrideBTag, kAlignAB, float, TileShape, typename Config::ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp;
-  static constexpr bool kCluster = cute::size(typename Config::ClusterShape{}) > 1;
-  using CollectiveMainloop = cute::conditional_t<kCluster, PairedHalvesMainloop<BuilderMainloop>,
-                                                 PairedHalvesMainloop<GatherAMainloop<BuilderMainloop>>>;
+      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
@@ -430,7 +424,7 @@ struct GroupedGemmAct {
     args.mainloop.dA = arr.stride_a;
     args.mainloop.ptr_B = arr.ptr_b;
     args.mainloop.dB = arr.stride_b;
-    if constexpr (!kCluster) if (g != nullptr && g->gather_x != nullptr) {
+    if (g != nullptr && g->gather_x != nullptr) {
       args.mainloop.gather_x = g->gather_x;
       args.mainloop.gather_row_bytes = g->k * static_cast<int64_t>(sizeof(Element));
       args.mainloop.gather_row_slot = g->gather_row_slot;
@@ -482,8 +476,6 @@ void GroupedGemmAct<Element, Config, kFp8Out, kChannel>::run(const GroupedGemmAr
   const Arrays arr = carve(g.workspace, g.groups, &arrays_bytes);
   const unsigned blocks = static_cast<unsigned>((g.groups + 127) / 128);
   const bool gather = g.gather_x != nullptr;
-  if (kCluster && (gather || !act.interleaved))
-    throw Error("GEMM1 + activation on CTA clusters: interleaved rows without the gather only");
   launch_chained(setup_act_groups_kernel<Element, StrideA, StrideB, Shape3>, blocks, 128, 0, stream, g.groups,
                  g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k),
                  static_cast<const Element*>(gather ? g.gather_x : g.a), static_cast<const Element*>(g.b),
