@@ -128,7 +128,6 @@ struct BlockwiseGemm {
     f.dAlpha = {cute::_0{}, cute::_0{}, 0};
     f.dBeta = {cute::_0{}, cute::_0{}, 0};
     args.hw_info = hw;
-    sm90::set_tile_order(args.scheduler);
     return args;
   }
 

@@ -434,7 +434,6 @@ struct GroupedGemmAct {
     args.epilogue.act = act;
     args.epilogue.offsets = offsets;
     args.hw_info = hw;
-    set_tile_order(args.scheduler);
     return args;
   }
   static size_t workspace_bytes(int groups, int sm_count) {

@@ -16,7 +16,6 @@
 // offsets; the host never learns the per-expert row counts (no sync, graph capturable).
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "cuda/cuda_check.hpp"
@@ -39,24 +38,6 @@
 #endif
 
 namespace fusedmoe::cuda::sm90 {
-
-// The CUTLASS group tile scheduler's order of the tiles (a diagnostic for same-binary A/B runs, read
-// once): FUSEDMOE_SCHED_SWIZZLE=S (max_swizzle_size, default 1) and FUSEDMOE_SCHED_RASTER=N (tiles
-// along N first; default along M: an expert's M tiles of one column next to each other).
-template <class SchedulerArguments>
-void set_tile_order(SchedulerArguments& a) {
-  static const int swizzle = [] {
-    const char* e = std::getenv("FUSEDMOE_SCHED_SWIZZLE");
-    const int v = e != nullptr ? std::atoi(e) : 1;
-    return v > 0 ? v : 1;
-  }();
-  static const bool along_n = [] {
-    const char* e = std::getenv("FUSEDMOE_SCHED_RASTER");
-    return e != nullptr && std::string(e) == "N";
-  }();
-  a.max_swizzle_size = swizzle;
-  if (along_n) a.raster_order = decltype(a.raster_order)::AlongN;
-}
 
 // A tile configuration: CTA tile, cluster, mainloop and epilogue schedules.
 template <class TileShape_, class ClusterShape_, class KernelSchedule_, class EpilogueSchedule_>
@@ -177,7 +158,6 @@ struct GroupedGemm {
       f.dBeta = {cute::_0{}, cute::_0{}, 0};
     }
     args.hw_info = hw;
-    set_tile_order(args.scheduler);
     return args;
   }
 
