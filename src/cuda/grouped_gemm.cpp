@@ -12,18 +12,6 @@
 
 namespace fusedmoe::cuda {
 
-// The bf16-D GEMMs (bf16 or fp8 operands, no column scales) on 128x128 tiles, taken when
-// FUSEDMOE_GEMM2_N128=1: an experiment (sm90_grouped_gemm_d16_n128.cu).
-size_t sm90_grouped_gemm_d16_n128_workspace(int groups, int sm_count);
-void sm90_grouped_gemm_d16_n128(const GroupedGemmArgs& args, cudaStream_t stream);
-static bool gemm2_n128() {
-  static const bool on = [] {
-    const char* e = std::getenv("FUSEDMOE_GEMM2_N128");
-    return e != nullptr && std::string(e) == "1";
-  }();
-  return on;
-}
-
 const char* gemm_path_name(GemmPath p) {
   switch (p) {
     case GemmPath::SM90_TMA: return "sm90-tma";
@@ -96,7 +84,6 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
     case Operand::BF16:
       return std::max({sm90_grouped_gemm_bf16_workspace(groups, sm_count),
                        sm90_grouped_gemm_bf16_d16_workspace(groups, sm_count),
-                       sm90_grouped_gemm_d16_n128_workspace(groups, sm_count),
                        sm90_grouped_gemm_bf16_act_workspace(groups, sm_count)});
 #endif
 #ifndef FUSEDMOE_SKIP_GPU_FP16
@@ -106,7 +93,6 @@ size_t grouped_gemm_workspace_bytes(Operand op, GemmPath path, int groups, int s
     case Operand::FP8:
       return std::max({sm90_grouped_gemm_fp8_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_d16_workspace(groups, sm_count),
-                       sm90_grouped_gemm_d16_n128_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_d16_dequant_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_act_workspace(groups, sm_count),
                        sm90_grouped_gemm_fp8_act_channel_workspace(groups, sm_count)});
@@ -350,8 +336,7 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
   switch (args.op) {
 #ifndef FUSEDMOE_SKIP_GPU_BF16
     case Operand::BF16:
-      if (args.d_dtype == DType::BF16 && gemm2_n128()) sm90_grouped_gemm_d16_n128(args, stream);
-      else if (args.d_dtype == DType::BF16) sm90_grouped_gemm_bf16_d16(args, stream);
+      if (args.d_dtype == DType::BF16) sm90_grouped_gemm_bf16_d16(args, stream);
       else sm90_grouped_gemm_bf16(args, stream);
       return;
 #endif
@@ -361,7 +346,6 @@ void run_grouped_gemm(const GroupedGemmArgs& args, GemmPath path, cudaStream_t s
 #ifndef FUSEDMOE_SKIP_GPU_FP8
     case Operand::FP8:
       if (args.d_col_scale != nullptr) sm90_grouped_gemm_fp8_d16_dequant(args, stream);
-      else if (args.d_dtype == DType::BF16 && gemm2_n128()) sm90_grouped_gemm_d16_n128(args, stream);
       else if (args.d_dtype == DType::BF16) sm90_grouped_gemm_fp8_d16(args, stream);
       else sm90_grouped_gemm_fp8(args, stream);
       return;
