@@ -286,7 +286,12 @@ bool sm90_gemm1_block_act_applies(const GroupedGemmArgs& g, GemmPath path, const
   // Halves at most 32 MB apart (as the stream GEMM's fused halves, kActHalvesMaxBytes): Mixtral's
   // (59 MB) fused GEMM1 was 1.06-1.20x the unfused one at 256-4096 tokens and the layer 1.02-1.03x;
   // Qwen3-30B-A3B (1.5 MB) 0.95-0.97x, DeepSeek-V3 TP8 / TP1 at 4096 tokens 0.98 / 0.99x.
-  constexpr int64_t kBlockActHalvesMaxBytes = int64_t{32} << 20;
+  // FUSEDMOE_BLOCK_ACT_HALVES_MB=M (read once): the bound in MB instead (a diagnostic for A/B runs).
+  static const int64_t kBlockActHalvesMaxBytes = [] {
+    const char* e = std::getenv("FUSEDMOE_BLOCK_ACT_HALVES_MB");
+    const long long mb = e != nullptr ? std::atoll(e) : 0;
+    return (mb > 0 ? static_cast<int64_t>(mb) : int64_t{32}) << 20;
+  }();
   if (g.n / 2 * g.k > kBlockActHalvesMaxBytes) return false;
   // The epilogue rounds to bf16 (the activation dtype); fp8-block has no dequant outside the
   // mainloop; whole 128-wide groups for the quantiser of the bf16 rows; K tiles of one scale block.
