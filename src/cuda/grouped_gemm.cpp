@@ -285,25 +285,9 @@ bool sm90_gemm1_block_act_applies(const GroupedGemmArgs& g, GemmPath path, const
   if (ap.interleaved) return false;
   // Halves at most 32 MB apart (as the stream GEMM's fused halves, kActHalvesMaxBytes): Mixtral's
   // (59 MB) fused GEMM1 was 1.06-1.20x the unfused one at 256-4096 tokens and the layer 1.02-1.03x;
-  // Qwen3-30B-A3B (1.5 MB) 0.95-0.97x, DeepSeek-V3 TP8 / TP1 at 4096 tokens 0.98 / 0.99x. Farther
-  // halves from kBlockActFarHalvesMinRows expected rows per active expert: re-measured on 2026-11-27
-  // (H100, bench/results/2026-11-27-h100-block-act-mixtral, three interleaved rounds), Mixtral's
-  // fused GEMM1 is still 1.14x (2050 -> 2330 us at 4096 tokens) but the activation stage drops from
-  // 430 to 158 us: layer 0.970 at 1024 rows per expert, 1.009 at 512, 1.001 at 256.
-  // FUSEDMOE_BLOCK_ACT_HALVES_MB=M (read once, a diagnostic for A/B runs): fuse up to M MB apart at
-  // any row count instead.
-  static const int64_t kForcedHalvesMaxBytes = [] {
-    const char* e = std::getenv("FUSEDMOE_BLOCK_ACT_HALVES_MB");
-    const long long mb = e != nullptr ? std::atoll(e) : 0;
-    return mb > 0 ? static_cast<int64_t>(mb) << 20 : int64_t{0};
-  }();
+  // Qwen3-30B-A3B (1.5 MB) 0.95-0.97x, DeepSeek-V3 TP8 / TP1 at 4096 tokens 0.98 / 0.99x.
   constexpr int64_t kBlockActHalvesMaxBytes = int64_t{32} << 20;
-  constexpr int64_t kBlockActFarHalvesMinRows = 768;
-  const int64_t halves_bytes = g.n / 2 * g.k;
-  if (kForcedHalvesMaxBytes > 0 ? halves_bytes > kForcedHalvesMaxBytes
-                                : halves_bytes > kBlockActHalvesMaxBytes &&
-                                      g.max_rows < kBlockActFarHalvesMinRows * active_groups(g))
-    return false;
+  if (g.n / 2 * g.k > kBlockActHalvesMaxBytes) return false;
   // The epilogue rounds to bf16 (the activation dtype); fp8-block has no dequant outside the
   // mainloop; whole 128-wide groups for the quantiser of the bf16 rows; K tiles of one scale block.
   return ap.act_dtype == DType::BF16 && ap.dq.kind == Dequant::NONE && ap.N % 128 == 0 && g.k % 128 == 0;

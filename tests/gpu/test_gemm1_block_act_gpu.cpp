@@ -8,14 +8,12 @@
 // - weight block scales made distinct powers of two per block, so that a mix-up of the halves'
 //   scales or of the tile-ordered scale copy shows against the oracle;
 // - interleaved rows (unfused: sm90_gemm1_block_act_applies) against the oracle;
-// - the few-rows range on the stream GEMM (stream_gemm1_block_activation) against the oracle;
-// - the bound on how far apart the halves may lie, by expected rows per expert (Gemm1BlockActRules).
+// - the few-rows range on the stream GEMM (stream_gemm1_block_activation) against the oracle.
 #include <gtest/gtest.h>
 
 #include <string>
 #include <tuple>
 
-#include "cuda/grouped_gemm.hpp"
 #include "gpu/gpu_test_util.hpp"
 
 namespace fusedmoe::gputest {
@@ -82,48 +80,6 @@ INSTANTIATE_TEST_SUITE_P(Activations, Gemm1BlockActGpu,
                          block_act_name);
 
 // One 128-wide group (N = 128: a halves tile holds rows 0..63 of each half, the next 64..127).
-// The CUTLASS fused path's bound on how far apart the halves may lie (sm90_gemm1_block_act_applies):
-// Mixtral-8x7B's 59 MB fuse from 768 expected rows per expert (4096 tokens: 1024), not at 512;
-// halves within 32 MB (Qwen3-30B-A3B's 1.5 MB) at any large-batch row count.
-TEST(Gemm1BlockActRules, FarHalvesFromManyRows) {
-  using cuda::ActivationParams;
-  using cuda::Fp8Quant;
-  using cuda::GemmPath;
-  using cuda::Operand;
-  FMOE_REQUIRE_GPU();
-  if (!cuda::sm90_fp8_blockwise_built()) GTEST_SKIP() << "fp8 blockwise instances not built";
-  cuda::GroupedGemmArgs g;
-  alignas(16) static uint8_t dummy[64];
-  alignas(16) static float scales[4];
-  g.op = Operand::FP8;
-  g.a = g.b = dummy;
-  g.a_scale = g.b_scale = g.b_scale_tiles = scales;
-  g.groups = 8;
-  g.n = 2 * 14336;
-  g.k = 4096;
-  g.small_m_ok = false;
-  ActivationParams p;
-  p.R = 2 * 14336;
-  p.N = 14336;
-  p.op = Operand::FP8;
-  p.quant = Fp8Quant::BLOCK;
-  p.act_dtype = DType::BF16;
-  g.max_rows = 8 * 1024;  // 4096 tokens, top-2
-  EXPECT_TRUE(cuda::sm90_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
-  g.max_rows = 8 * 768;
-  EXPECT_TRUE(cuda::sm90_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
-  g.max_rows = 8 * 767;
-  EXPECT_FALSE(cuda::sm90_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
-  g.max_rows = 8 * 512;  // 2048 tokens
-  EXPECT_FALSE(cuda::sm90_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
-  g.groups = 128;  // Qwen3-30B-A3B: halves 768 x 2048 bytes apart
-  g.n = p.R = 1536;
-  p.N = 768;
-  g.k = 2048;
-  g.max_rows = 128 * 256;  // 4096 tokens, top-8
-  EXPECT_TRUE(cuda::sm90_gemm1_block_act_applies(g, GemmPath::SM90_FP8_BLOCK, p));
-}
-
 TEST(Gemm1BlockActPathsGpu, OneGroupMatchesOracle) {
   FMOE_REQUIRE_GPU();
   for (bool halves : {false, true}) {
