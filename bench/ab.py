@@ -9,6 +9,7 @@ of the same variant instead of as a speed-up.
   bench/ab.py run --bench BIN --out DIR --variant old:FMOE_X=1 --variant new: \\
       --order old,new,old,new -- --preset qwen3-30b-a3b-tp1 --m 1,8 --formats bf16 --no-ceilings
   bench/ab.py compare --base old DIR/1_old DIR/2_new DIR/3_old DIR/4_new > table.md
+  bench/ab.py stages DIR/1_old DIR/2_new > stages.txt   # each point's stage breakdown, one line per run
 
 A variant can also run its own binary (--variant-bench NAME=PATH), e.g. builds of a branch and of
 main: still interleaved on one GPU, but then two binaries differ, not only a switch.
@@ -50,6 +51,23 @@ def label_of(run_dir):
     name = os.path.basename(os.path.normpath(run_dir))
     head, _, tail = name.partition("_")
     return tail if head.isdigit() and tail else name
+
+
+STAGES = ("permute", "gemm1", "activation", "gemm2", "finalize")
+
+
+def stages(run_dirs):
+    """One line per point of each run: folder, point, status, median and the stage breakdown (µs)."""
+    out = []
+    for d in run_dirs:
+        doc, _ = load_points(d)
+        name = os.path.basename(os.path.normpath(d))
+        for p in doc.get("points", []):
+            s = p.get("stages") or {}
+            cols = " ".join(f"{k}={(s.get(k + '_ms') or 0) * 1e3:.1f}" for k in STAGES)
+            out.append(f"{name} {p['preset']} {p['format']} {p['routing']} M={p['M']} {p.get('status', '?')} "
+                       f"med={(p.get('median_ms') or 0) * 1e3:.1f} {cols}\n")
+    return "".join(out)
 
 
 def compare(run_dirs, labels, base):
@@ -167,10 +185,14 @@ def main(argv=None):
     c.add_argument("dirs", nargs="+")
     c.add_argument("--label", action="append", help="variant of each folder, in order (default: from the name)")
     c.add_argument("--base", help="the base variant (default: the first folder's)")
+    st = sub.add_parser("stages", help="the stage breakdown of every point of run folders, one line each")
+    st.add_argument("dirs", nargs="+")
     args = ap.parse_args(argv)
     try:
         if args.cmd == "run":
             sys.stdout.write(run(args, bench_args))
+        elif args.cmd == "stages":
+            sys.stdout.write(stages(args.dirs))
         else:
             labels = args.label or [label_of(d) for d in args.dirs]
             if len(labels) != len(args.dirs):

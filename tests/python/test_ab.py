@@ -133,3 +133,20 @@ def test_reads_a_gzipped_run(tmp_path):
     os.remove(src)
     table = ab.compare([str(a), str(b)], ["old", "new"], "old")
     assert "0.800" in table
+
+
+def test_stages_lists_each_runs_breakdown(tmp_path):
+    d = write_run(tmp_path / "1_old", {("q", 8): 100.0})
+    path = os.path.join(d, "fusedmoe-bench.json")
+    with open(path) as f:
+        doc = json.load(f)
+    doc["points"][0]["stages"] = {"permute_ms": 0.0105, "gemm1_ms": 0.06, "activation_ms": None,
+                                  "gemm2_ms": 0.03, "finalize_ms": 0.0062}
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    write_run(tmp_path / "2_new", {("q", 8): 90.0})  # no stages recorded: zeros
+    out = ab.stages([str(d), str(tmp_path / "2_new")]).splitlines()
+    assert out[0] == ("1_old q bf16 uniform M=8 OK med=100.0 permute=10.5 gemm1=60.0 activation=0.0 "
+                      "gemm2=30.0 finalize=6.2")
+    assert out[1] == ("2_new q bf16 uniform M=8 OK med=90.0 permute=0.0 gemm1=0.0 activation=0.0 "
+                      "gemm2=0.0 finalize=0.0")
