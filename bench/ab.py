@@ -28,17 +28,13 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import load_json  # noqa: E402  (a JSON file or its .gz copy, as bench/results stores it)
+
 
 def load_points(run_dir):
     """{(preset, format, routing, M): (median_ms or None, status)} of one fusedmoe-bench run."""
-    path = os.path.join(run_dir, "fusedmoe-bench.json")
-    if not os.path.exists(path) and os.path.exists(path + ".gz"):  # stored gzipped in bench/results
-        import gzip
-        with gzip.open(path + ".gz", "rt") as f:
-            doc = json.load(f)
-    else:
-        with open(path) as f:
-            doc = json.load(f)
+    doc = load_json(os.path.join(run_dir, "fusedmoe-bench.json"))
     pts = {}
     for p in doc.get("points", []):
         key = (p["preset"], p["format"], p["routing"], int(p["M"]))

@@ -7,15 +7,10 @@ grouped GEMM), as the grid READMEs in bench/results quote it.
 
 A JSON file stored gzipped in bench/results (NAME.json.gz) is read under either name.
 """
-import gzip, json, math, os, sys
+import math, os, sys
 
-
-def load(path):
-    if not os.path.exists(path) and os.path.exists(path + '.gz'):
-        path += '.gz'
-    with (gzip.open(path, 'rt') if path.endswith('.gz') else open(path)) as f:
-        return json.load(f)
-
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import load_json as load  # noqa: E402  (a JSON file or its .gz copy)
 
 new = load(sys.argv[1])['points']
 old = {(p['preset'], p['format'], p['M']): p for p in load(sys.argv[2])['points']}
