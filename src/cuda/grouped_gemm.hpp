@@ -143,13 +143,14 @@ struct StreamTallRule {
 };
 StreamTallRule stream_tall_rule();
 void set_stream_tall_rule(StreamTallRule r);
-inline bool stream_tall_tile_ok(const GroupedGemmArgs& a) {
-  const StreamTallRule r = stream_tall_rule();
+inline bool stream_tall_tile_ok(const GroupedGemmArgs& a, const StreamTallRule& r) {
   return stream_wide_tile_ok(a) && a.k * (a.op == Operand::FP8 ? 1 : 2) >= r.min_row_bytes && a.n >= r.min_n;
 }
+inline bool stream_tall_tile_ok(const GroupedGemmArgs& a) { return stream_tall_tile_ok(a, stream_tall_rule()); }
 inline int64_t stream_max_rows_per_group(const GroupedGemmArgs& a) {
   if (a.k < kStreamLongKMinK) return kSmallConfigMaxRowsPerGroup;
-  if (stream_tall_tile_ok(a)) return stream_tall_rule().max_rows_per_group;
+  const StreamTallRule r = stream_tall_rule();  // one read of the rule's bounds
+  if (stream_tall_tile_ok(a, r)) return r.max_rows_per_group;
   return stream_wide_tile_ok(a) ? kStreamWideMaxRowsPerGroup : kStreamLongKMaxRowsPerGroup;
 }
 inline bool sm90_use_small_config(const GroupedGemmArgs& a) {
