@@ -122,6 +122,14 @@ bool gemm2_dequant_switched_off() {
   return off;
 }
 
+bool sibling_sync_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("FUSEDMOE_SIBLING_SYNC");
+    return !(e != nullptr && std::string(e) == "0");
+  }();
+  return on;
+}
+
 bool sm90_gemm1_act_applies(const GroupedGemmArgs& g, GemmPath path, const ActivationParams& ap) {
   if (path != GemmPath::SM90_TMA || !(g.op == Operand::BF16 || g.op == Operand::FP8) || !sm90_gemm_built(g.op))
     return false;

@@ -186,6 +186,10 @@ bool sm90_dequant_d_applies(const GroupedGemmArgs& a, GemmPath path);
 // FUSEDMOE_GEMM2_DEQUANT=0 in the environment (read once): the layer keeps the dequant in the
 // finalize instead - a diagnostic switch for same-binary A/B runs.
 bool gemm2_dequant_switched_off();
+// The fused GEMM1 + activation instances' sibling sync (sm90_gather_a_mainloop.cuh,
+// GatherAMainloop::sibling_sync): on unless FUSEDMOE_SIBLING_SYNC=0 in the environment (read once),
+// a diagnostic switch for same-binary A/B runs.
+bool sibling_sync_on();
 
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used
 // instead of the SM90 tile GEMMs for decode-like calls: at most kSmallMMaxRows rows and no more

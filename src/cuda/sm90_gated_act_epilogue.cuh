@@ -29,6 +29,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <type_traits>
 
 #include "cuda/activation_math.cuh"
@@ -390,12 +391,16 @@ struct GroupedGemmAct {
   using StrideB = typename Kernel::InternalStrideB;
   static_assert(cute::size<1>(TileShape{}) == 256, "halves pairing: 128 rows of each half per tile");
 
+  // The mainloop's sibling-sync counters (GatherAMainloop::sibling_sync): one per (group, N tile)
+  // for N tiles up to kSiblingMaxNTiles (wider problems run without the sync).
+  static constexpr int kSiblingMaxNTiles = 256;
   struct Arrays {
     Shape3* problems;
     const Element** ptr_a;
     const Element** ptr_b;
     StrideA* stride_a;
     StrideB* stride_b;
+    int32_t* sibling;
     void* cutlass_workspace;
   };
   static Arrays carve(void* base, int groups, size_t* total) {
@@ -407,6 +412,7 @@ struct GroupedGemmAct {
     a.ptr_b = w.take<const Element*>(g);
     a.stride_a = w.take<StrideA>(g);
     a.stride_b = w.take<StrideB>(g);
+    a.sibling = w.take<int32_t>(g * kSiblingMaxNTiles);
     a.cutlass_workspace = w.next();
     *total = w.used();
     return a;
@@ -431,6 +437,17 @@ struct GroupedGemmAct {
       args.mainloop.gather_offsets = g->expert_offsets;
       args.mainloop.gather_topk = g->gather_topk;
     }
+    // The sibling sync where A comes by TMA over the permuted operand. With A gathered row by row
+    // (DeepSeek-V3 TP8-like shapes) it changed neither the DRAM bytes (1.08 GB) nor the time
+    // (GEMM1 1.00-1.01x; bench/results/2026-11-27-h100-sibling-sync).
+    if (g != nullptr && g->gather_x == nullptr && sibling_sync_on()) {
+      const int64_t n_tiles = (g->n + cute::size<1>(TileShape{}) - 1) / cute::size<1>(TileShape{});
+      if (n_tiles <= kSiblingMaxNTiles) {
+        args.mainloop.sibling_counters = arr.sibling;
+        args.mainloop.sibling_n_tiles = static_cast<int32_t>(n_tiles);
+        args.mainloop.sibling_spin_max = 1024;
+      }
+    }
     args.epilogue.act = act;
     args.epilogue.offsets = offsets;
     args.hw_info = hw;
@@ -449,10 +466,11 @@ template <class Element, class StrideA, class StrideB, class Shape3>
 __global__ void setup_act_groups_kernel(int groups, const int32_t* offsets, int n, int k, const Element* a,
                                         const Element* b, Shape3* problems, const Element** ptr_a,
                                         const Element** ptr_b, StrideA* stride_a, StrideB* stride_b,
-                                        bool halves, bool gather) {
+                                        bool halves, bool gather, int32_t* sibling, int sibling_per_group) {
   chain_wait();
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
+  for (int i = 0; i < sibling_per_group; ++i) sibling[static_cast<int64_t>(g) * sibling_per_group + i] = 0;
   const int64_t row0 = offsets[g];
   const int rows = offsets[g + 1] - offsets[g];
   problems[g] = Shape3{rows, n, k};
@@ -479,7 +497,8 @@ void GroupedGemmAct<Element, Config, kFp8Out, kChannel>::run(const GroupedGemmAr
   launch_chained(setup_act_groups_kernel<Element, StrideA, StrideB, Shape3>, blocks, 128, 0, stream, g.groups,
                  g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k),
                  static_cast<const Element*>(gather ? g.gather_x : g.a), static_cast<const Element*>(g.b),
-                 arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b, !act.interleaved, gather);
+                 arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b, !act.interleaved, gather,
+                 arr.sibling, static_cast<int>(std::min<int64_t>(kSiblingMaxNTiles, (g.n + 255) / 256)));
   const auto args = arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets, &g);
   Gemm gemm;
   check_cutlass(gemm.can_implement(args), "can_implement (GEMM1 + activation)");
