@@ -186,9 +186,8 @@ bool sm90_dequant_d_applies(const GroupedGemmArgs& a, GemmPath path);
 // FUSEDMOE_GEMM2_DEQUANT=0 in the environment (read once): the layer keeps the dequant in the
 // finalize instead - a diagnostic switch for same-binary A/B runs.
 bool gemm2_dequant_switched_off();
-// The fused GEMM1 + activation instances' sibling sync (sm90_gather_a_mainloop.cuh,
-// GatherAMainloop::sibling_sync): on unless FUSEDMOE_SIBLING_SYNC=0 in the environment (read once),
-// a diagnostic switch for same-binary A/B runs.
+// The sibling sync of the large-M GEMM1 instances (sm90_sibling_sync_mainloop.cuh): on unless
+// FUSEDMOE_SIBLING_SYNC=0 in the environment (read once), a diagnostic switch for same-binary A/B runs.
 bool sibling_sync_on();
 
 // Small-M path (small_m_gemm.cu): a weight-streaming kernel for bf16 / fp16 / fp8 operands, used

@@ -29,7 +29,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <type_traits>
 
 #include "cuda/activation_math.cuh"
@@ -39,6 +38,7 @@
 #include "cuda/moe_kernels.hpp"
 #include "cuda/sm90_gather_a_mainloop.cuh"
 #include "cuda/sm90_grouped_gemm.cuh"
+#include "cuda/sm90_sibling_sync_mainloop.cuh"
 #include "cutlass/epilogue/collective/detail.hpp"
 #include "cutlass/epilogue/dispatch_policy.hpp"
 #include "cutlass/epilogue/thread/linear_combination.h"
@@ -381,26 +381,25 @@ struct GroupedGemmAct {
   using StrideBTag = cute::Stride<int64_t, cute::Int<1>, int64_t>*;
   // GatherAMainloop: A's rows straight from the token-major input where the call asks for it
   // (GroupedGemmArgs::gather_x; sm90_gather_a_mainloop.cuh), CUTLASS's loads otherwise.
-  using CollectiveMainloop = PairedHalvesMainloop<GatherAMainloop<typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignAB, Element,
-      StrideBTag, kAlignAB, float, TileShape, typename Config::ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp>>;
+  // SiblingSyncMainloop: the M tiles of a weight column start each tile together (sm90_sibling_sync_mainloop.cuh).
+  using CollectiveMainloop = PairedHalvesMainloop<SiblingSyncMainloop<GatherAMainloop<
+      typename cutlass::gemm::collective::CollectiveBuilder<
+          cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, Element, cutlass::layout::RowMajor*, kAlignAB, Element,
+          StrideBTag, kAlignAB, float, TileShape, typename Config::ClusterShape,
+          cutlass::gemm::collective::StageCountAutoCarveout<0>, typename Config::KernelSchedule>::CollectiveOp>>>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
   using StrideA = typename Kernel::InternalStrideA;
   using StrideB = typename Kernel::InternalStrideB;
   static_assert(cute::size<1>(TileShape{}) == 256, "halves pairing: 128 rows of each half per tile");
 
-  // The mainloop's sibling-sync counters (GatherAMainloop::sibling_sync): one per (group, N tile)
-  // for N tiles up to kSiblingMaxNTiles (wider problems run without the sync).
-  static constexpr int kSiblingMaxNTiles = 256;
   struct Arrays {
     Shape3* problems;
     const Element** ptr_a;
     const Element** ptr_b;
     StrideA* stride_a;
     StrideB* stride_b;
-    int32_t* sibling;
+    int32_t* sibling;  // the sibling sync's counters [groups][kSiblingMaxNTiles]
     void* cutlass_workspace;
   };
   static Arrays carve(void* base, int groups, size_t* total) {
@@ -440,14 +439,8 @@ struct GroupedGemmAct {
     // The sibling sync where A comes by TMA over the permuted operand. With A gathered row by row
     // (DeepSeek-V3 TP8-like shapes) it changed neither the DRAM bytes (1.08 GB) nor the time
     // (GEMM1 1.00-1.01x; bench/results/2026-11-27-h100-sibling-sync).
-    if (g != nullptr && g->gather_x == nullptr && sibling_sync_on()) {
-      const int64_t n_tiles = (g->n + cute::size<1>(TileShape{}) - 1) / cute::size<1>(TileShape{});
-      if (n_tiles <= kSiblingMaxNTiles) {
-        args.mainloop.sibling_counters = arr.sibling;
-        args.mainloop.sibling_n_tiles = static_cast<int32_t>(n_tiles);
-        args.mainloop.sibling_spin_max = 1024;
-      }
-    }
+    if (g != nullptr && g->gather_x == nullptr && sibling_sync_on())
+      set_sibling_sync(args.mainloop, arr.sibling, g->n, cute::size<1>(TileShape{}));
     args.epilogue.act = act;
     args.epilogue.offsets = offsets;
     args.hw_info = hw;
@@ -498,7 +491,7 @@ void GroupedGemmAct<Element, Config, kFp8Out, kChannel>::run(const GroupedGemmAr
                  g.expert_offsets, static_cast<int>(g.n), static_cast<int>(g.k),
                  static_cast<const Element*>(gather ? g.gather_x : g.a), static_cast<const Element*>(g.b),
                  arr.problems, arr.ptr_a, arr.ptr_b, arr.stride_a, arr.stride_b, !act.interleaved, gather,
-                 arr.sibling, static_cast<int>(std::min<int64_t>(kSiblingMaxNTiles, (g.n + 255) / 256)));
+                 arr.sibling, sibling_counters_per_group(g.n, cute::size<1>(TileShape{})));
   const auto args = arguments(arr, g.groups, g.device, g.sm_count, act, g.expert_offsets, &g);
   Gemm gemm;
   check_cutlass(gemm.can_implement(args), "can_implement (GEMM1 + activation)");

@@ -78,10 +78,6 @@ struct GatherAMainloop : Base {
     const int32_t* gather_row_slot = nullptr;  // [rows] slot of each permuted row
     const int32_t* gather_offsets = nullptr;   // [groups + 1] first row of each group
     int32_t gather_topk = 1;                   // slot / topk = token
-    // Sibling sync (null: off): one counter per (group, N tile), zeroed before the launch; see load().
-    int32_t* sibling_counters = nullptr;       // [groups][sibling_n_tiles]
-    int32_t sibling_n_tiles = 0;
-    int32_t sibling_spin_max = 0;              // polls before a CTA gives up waiting (then never waits again)
   };
   struct Params : Base::Params {
     const void* gather_x = nullptr;
@@ -89,9 +85,6 @@ struct GatherAMainloop : Base {
     const int32_t* gather_row_slot = nullptr;
     const int32_t* gather_offsets = nullptr;
     int32_t gather_topk = 1;
-    int32_t* sibling_counters = nullptr;
-    int32_t sibling_n_tiles = 0;
-    int32_t sibling_spin_max = 0;
   };
 
   template <class ProblemShape>
@@ -104,52 +97,12 @@ struct GatherAMainloop : Base {
     p.gather_row_slot = args.gather_row_slot;
     p.gather_offsets = args.gather_offsets;
     p.gather_topk = args.gather_topk;
-    p.sibling_counters = args.sibling_counters;
-    p.sibling_n_tiles = args.sibling_n_tiles;
-    p.sibling_spin_max = args.sibling_spin_max;
     return p;
   }
 
   // Producer state of the current group (every lane of the producer warp keeps a copy).
   int32_t group_rows_ = 0;
   int32_t group_row0_ = 0;
-  int32_t group_ = 0;
-  bool sibling_gave_up_ = false;
-
-  // Sibling sync. The persistent scheduler walks a group's tiles M first, so the 2-3 M tiles that
-  // read one weight column tile run on neighbouring CTAs at the same time and share its reads in
-  // L2. Where an expert's last M tile holds only a few rows, its CTA runs a little faster than its
-  // siblings every round (fewer A bytes, fewer epilogue stores) and drifts away from the CTAs it
-  // shares columns with; once they are more than L2's reach apart the column is read from DRAM
-  // twice (Mixtral-8x7B 1028 tokens, balanced routing: 257 rows per expert, GEMM1 reads 2.54 GB
-  // of 1.88 GB weights; 1024 tokens, 256 rows: 1.92 GB; bench/results/2026-11-27-h100-tile-pattern-probe).
-  // So each CTA's producer, before the first load of a tile, arrives on its (group, N tile)
-  // counter and waits until every M tile of that column has arrived: the column's loads start
-  // together once per tile. Only a performance hint: a CTA that polls sibling_spin_max times
-  // without seeing its siblings (not resident, say) stops waiting for good, so it can never hang.
-  template <class BlockCoord>
-  CUTLASS_DEVICE void sibling_sync(Params const& p, BlockCoord const& blk_coord) {
-    if (p.sibling_counters == nullptr || sibling_gave_up_) return;
-    const int32_t m_tiles = (group_rows_ + kTileM - 1) / kTileM;
-    const int32_t n = static_cast<int32_t>(cute::get<1>(blk_coord));
-    if (m_tiles < 2 || n >= p.sibling_n_tiles) return;
-    bool gave_up = false;
-    if (threadIdx.x % 32 == 0) {
-      int32_t* c = p.sibling_counters + static_cast<int64_t>(group_) * p.sibling_n_tiles + n;
-      atomicAdd(c, 1);
-      int32_t seen = 0, polls = 0;
-      while (true) {
-        asm volatile("ld.acquire.gpu.global.b32 %0, [%1];" : "=r"(seen) : "l"(c) : "memory");
-        if (seen >= m_tiles) break;
-        if (++polls > p.sibling_spin_max) {
-          gave_up = true;
-          break;
-        }
-        __nanosleep(128);
-      }
-    }
-    sibling_gave_up_ = __shfl_sync(0xffffffffu, gave_up, 0);
-  }
 
   template <class TensorMaps, class ProblemShapeMNKL>
   CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage& shared_tensormaps, Params const& mainloop_params,
@@ -157,9 +110,8 @@ struct GatherAMainloop : Base {
                                                 ProblemShapeMNKL problem_shape_mnkl, int32_t next_batch) {
     Base::tensormaps_perform_update(shared_tensormaps, mainloop_params, input_tensormaps, problem_shape_mnkl,
                                     next_batch);
-    group_rows_ = static_cast<int32_t>(cute::get<0>(problem_shape_mnkl));
-    group_ = next_batch;
     if (mainloop_params.gather_row_slot == nullptr) return;
+    group_rows_ = static_cast<int32_t>(cute::get<0>(problem_shape_mnkl));
     group_row0_ = mainloop_params.gather_offsets[next_batch];
   }
 
@@ -169,7 +121,6 @@ struct GatherAMainloop : Base {
                            BlockCoord const& blk_coord, KTileIterator k_tile_iter, int k_tile_count, int thread_idx,
                            uint32_t block_rank_in_cluster, TensorStorage& shared_tensors) {
     using namespace cute;
-    if (k_tile_count > 0) sibling_sync(mainloop_params, blk_coord);
     if (mainloop_params.gather_row_slot == nullptr) {
       Base::load(mainloop_params, pipeline, smem_pipe_write, load_inputs, input_tensormaps, blk_coord, k_tile_iter,
                  k_tile_count, thread_idx, block_rank_in_cluster, shared_tensors);
