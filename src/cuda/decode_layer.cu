@@ -29,6 +29,7 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "cuda/activation_math.cuh"
@@ -126,15 +127,51 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   // Nothing here branches on them before x's loads are issued.
   const int32_t slot_id = tid < topk ? p.ids[tid] : -1;
   const float slot_weight = tid < topk ? p.fin.topk_weights[tid] : 0.0f;
+  // The last warp does not quantise x: it turns the ids of the CTA's first two tasks into their
+  // first GEMM1 load round (16 weight rows x kHalfWarps x kUnits 128-byte units per task) and
+  // prefetches those lines into L2 while the other warps quantise x, so the first weight reads
+  // do not start only after x's barrier (where the launcher asks: fp8-channel, see dl_prefetch_on).
+  const bool prefetcher = p.prefetch_first_round && warp == kWarps - 1;
+  const int qthreads = p.prefetch_first_round ? kThreads - 32 : kThreads;  // threads that quantise x
+  if (prefetcher) {
+    const int64_t blocks = (N + kOuts - 1) / kOuts, tasks = topk * blocks;
+    const uint8_t* w13 = static_cast<const uint8_t*>(p.w13);
+    const int64_t units = (x_row + kUnitBytes - 1) / kUnitBytes;
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h) {
+      const int64_t task = static_cast<int64_t>(blockIdx.x) * kHalves + h;
+      if (task >= tasks) break;
+      const int sl = static_cast<int>(task / blocks);
+      const int64_t ob = task % blocks;
+      const int32_t e = local_expert_of(p.ids[sl], p.expert_map, p.num_experts, p.num_global);
+      if (e < 0) continue;
+      // Lane l: row l % 16 (gate rows 0-7, up rows 8-15 of the task's 8 outputs), units l / 16 + 2 i.
+      const int64_t n = ob * kOuts + (lane & 7);
+      if (n >= N) continue;
+      int64_t gi = 0, ui = 0;
+      gate_up_columns(p.act, n, gi, ui);
+      const uint8_t* row = w13 + (static_cast<int64_t>(e) * p.act.R + ((lane & 8) ? ui : gi)) * x_row;
+      for (int64_t kb = lane >> 4; kb < units && kb < kHalfWarps * kUnits; kb += 2)
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(row + kb * kUnitBytes));
+    }
+  }
   if constexpr (kBlock) {
-    // As the gather's vector quantiser (quantise_block_row): the same codes and scales.
-    quantise_block_lanes(
-        static_cast<int>(K / 8), p.gather.block.ue8m0,
-        [&](int l, float (&v)[8]) { load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v); },
-        [&](int l, uint2 codes, float sc) {
-          *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = codes;
+    // As the gather's vector quantiser (quantise_block_row): the same codes and scales, over the
+    // quantising warps (quantise_block_lanes' loop with qthreads for blockDim.x).
+    const int lanes = static_cast<int>(K / 8);
+    if (!prefetcher) {
+      for (int l0 = (tid & ~31); l0 < lanes; l0 += qthreads) {
+        const int l = l0 + lane;
+        const bool in = l < lanes;
+        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
+        if (in) load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
+        const float sc = block_scale_half_warp(amax8(v), p.gather.block.ue8m0);
+        if (in) {
+          *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = block_codes8(v, sc);
           if ((l & 15) == 0) xsc[l / 16] = sc;
-        });
+        }
+      }
+    }
   } else {
     // Static fp8-tensor: the vector gather's codes with the static scale. fp8-channel and dynamic
     // fp8-tensor: the row's amax first (the gather's ROW case, gather_row_vec_rows; or
@@ -143,7 +180,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     float s1;
     if constexpr (kChannel || kDyn) {
       float m = 0.0f;
-      for (int l = tid; l < lanes; l += kThreads) {
+      for (int l = prefetcher ? lanes : tid; l < lanes; l += qthreads) {
         float v[8];
         load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
         m = fmaxf(m, amax8(v));
@@ -153,7 +190,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     } else {
       s1 = tensor_scale_value(p.gather.scale);
     }
-    for (int l = tid; l < lanes; l += kThreads) {
+    for (int l = prefetcher ? lanes : tid; l < lanes; l += qthreads) {
       float v[8];
       load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
       if constexpr (kChannel) store_row_codes8(xs, l, v, s1);
@@ -507,12 +544,27 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   __syncthreads();
 }
 
+// The first-round prefetch (the kernel's `prefetcher` warp) is taken for fp8-channel only. Same-binary
+// A/B at one token, five interleaved rounds (H100, bench/results/2026-11-27-h100-decode-prefetch):
+// fp8-channel Qwen3-30B-A3B 0.988, DeepSeek-V3 TP8 0.978 (x's quantisation is two passes there: the
+// row amax, then the codes); fp8-block 0.971 / 1.011 and static fp8-tensor 1.020 / 1.007 - not taken.
+// FUSEDMOE_DL_PREFETCH=0 (read once) turns it off for fp8-channel too (diagnostic switch).
+bool dl_prefetch_on() {
+  static const bool on = [] {
+    const char* e = std::getenv("FUSEDMOE_DL_PREFETCH");
+    return !(e != nullptr && e[0] == '0');
+  }();
+  return on;
+}
+
 template <int kMode>
 void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
   const int64_t smem =
       decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode == kChannelMode);
-  launch_cooperative<decode_layer_kernel<kMode>>(p, cols, smem, stream);
+  DecodeLayerParams q = p;
+  q.prefetch_first_round = kMode == kChannelMode && dl_prefetch_on();
+  launch_cooperative<decode_layer_kernel<kMode>>(q, cols, smem, stream);
 }
 
 }  // namespace

@@ -40,6 +40,9 @@ struct DecodeLayerParams {
   bool w4 = false;
   W4Weights w4_13, w4_2;
   int sm_count = 0;
+  // fp8 kernel: the last warp prefetches the first GEMM1 load round while the others quantise x
+  // (set by the launcher: fp8-channel, decode_layer.cu dl_prefetch_on).
+  bool prefetch_first_round = false;
 };
 
 // Largest top-k the kernel takes (its GEMM2 keeps every slot's W2 slice in shared memory).
