@@ -12,6 +12,7 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/activation_math.cuh"
+#include "cuda/env_switch.hpp"
 #include "cuda/device_utils.cuh"
 #include "cuda/smem_opt_in.hpp"
 
@@ -509,10 +510,7 @@ static constexpr int64_t kWarpRowsMinRows = 512;
 // FUSEDMOE_WARP_ROWS=0 in the environment (read once) keeps the block kernels: a diagnostic
 // switch for same-binary A/B runs.
 static bool launch_bf16_rows_warp_kernel(const ActivationParams& p, int64_t max_rows, cudaStream_t stream) {
-  static const bool off = [] {
-    const char* e = std::getenv("FUSEDMOE_WARP_ROWS");
-    return e != nullptr && std::string(e) == "0";
-  }();
+  static const bool off = env_switch_is_zero("FUSEDMOE_WARP_ROWS");
   const int64_t lanes = p.N / 8;
   const int64_t max_lanes = p.quant == Fp8Quant::ROW ? 256 : 128;
   if (off || max_rows < kWarpRowsMinRows || lanes > max_lanes || !aligned_to(p.act_bf16, 16)) return false;

@@ -29,7 +29,6 @@
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "cuda/activation_math.cuh"
@@ -39,6 +38,7 @@
 #include "cuda/decode_layer.hpp"
 #include "cuda/decode_layer_common.cuh"
 #include "cuda/device_utils.cuh"
+#include "cuda/env_switch.hpp"
 #include "cuda/expert_id.cuh"
 #include "cuda/finalize_term.cuh"
 #include "cuda/mbarrier.cuh"
@@ -131,8 +131,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   // first GEMM1 load round (16 weight rows x kHalfWarps x kUnits 128-byte units per task) and
   // prefetches those lines into L2 while the other warps quantise x, so the first weight reads
   // do not start only after x's barrier (where the launcher asks: fp8-channel, see dl_prefetch_on).
-  const bool prefetcher = p.prefetch_first_round && warp == kWarps - 1;
-  const int qthreads = p.prefetch_first_round ? kThreads - 32 : kThreads;  // threads that quantise x
+  // fp8-channel only (the launcher's rule): the other modes keep every warp on x.
+  const bool prefetch = kChannel && p.prefetch_first_round;
+  const bool prefetcher = prefetch && warp == kWarps - 1;
+  const int qthreads = prefetch ? kThreads - 32 : kThreads;  // threads that quantise x
   if (prefetcher) {
     const int64_t blocks = (N + kOuts - 1) / kOuts, tasks = topk * blocks;
     const uint8_t* w13 = static_cast<const uint8_t*>(p.w13);
@@ -156,22 +158,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     }
   }
   if constexpr (kBlock) {
-    // As the gather's vector quantiser (quantise_block_row): the same codes and scales, over the
-    // quantising warps (quantise_block_lanes' loop with qthreads for blockDim.x).
-    const int lanes = static_cast<int>(K / 8);
-    if (!prefetcher) {
-      for (int l0 = (tid & ~31); l0 < lanes; l0 += qthreads) {
-        const int l = l0 + lane;
-        const bool in = l < lanes;
-        float v[8] = {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f};
-        if (in) load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v);
-        const float sc = block_scale_half_warp(amax8(v), p.gather.block.ue8m0);
-        if (in) {
-          *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = block_codes8(v, sc);
+    // As the gather's vector quantiser (quantise_block_row): the same codes and scales.
+    quantise_block_lanes(
+        static_cast<int>(K / 8), p.gather.block.ue8m0,
+        [&](int l, float (&v)[8]) { load8_as_float(p.gather.x, p.gather.x_dtype, static_cast<int64_t>(l) * 8, v); },
+        [&](int l, uint2 codes, float sc) {
+          *reinterpret_cast<uint2*>(xs + static_cast<int64_t>(l) * 8) = codes;
           if ((l & 15) == 0) xsc[l / 16] = sc;
-        }
-      }
-    }
+        });
   } else {
     // Static fp8-tensor: the vector gather's codes with the static scale. fp8-channel and dynamic
     // fp8-tensor: the row's amax first (the gather's ROW case, gather_row_vec_rows; or
@@ -550,10 +544,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
 // row amax, then the codes); fp8-block 0.971 / 1.011 and static fp8-tensor 1.020 / 1.007 - not taken.
 // FUSEDMOE_DL_PREFETCH=0 (read once) turns it off for fp8-channel too (diagnostic switch).
 bool dl_prefetch_on() {
-  static const bool on = [] {
-    const char* e = std::getenv("FUSEDMOE_DL_PREFETCH");
-    return !(e != nullptr && e[0] == '0');
-  }();
+  static const bool on = !env_switch_is_zero("FUSEDMOE_DL_PREFETCH");
   return on;
 }
 

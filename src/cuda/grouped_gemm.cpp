@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "cuda/env_switch.hpp"
 #include "cuda/stream_gemm.hpp"
 #include "fusedmoe/error.hpp"
 
@@ -115,18 +116,12 @@ bool sm90_dequant_d_applies(const GroupedGemmArgs& a, GemmPath path) {
 }
 
 bool gemm2_dequant_switched_off() {
-  static const bool off = [] {
-    const char* e = std::getenv("FUSEDMOE_GEMM2_DEQUANT");
-    return e != nullptr && std::string(e) == "0";
-  }();
+  static const bool off = env_switch_is_zero("FUSEDMOE_GEMM2_DEQUANT");
   return off;
 }
 
 bool sibling_sync_on() {
-  static const bool on = [] {
-    const char* e = std::getenv("FUSEDMOE_SIBLING_SYNC");
-    return !(e != nullptr && std::string(e) == "0");
-  }();
+  static const bool on = !env_switch_is_zero("FUSEDMOE_SIBLING_SYNC");
   return on;
 }
 

@@ -114,10 +114,10 @@ inline int sibling_counters_per_group(int64_t n, int64_t tile_n) {
 }
 template <class MainloopArguments>
 void set_sibling_sync(MainloopArguments& a, int32_t* counters, int64_t n, int64_t tile_n) {
-  const int64_t n_tiles = (n + tile_n - 1) / tile_n;
-  if (counters == nullptr || n_tiles > kSiblingMaxNTiles) return;
+  const int n_tiles = sibling_counters_per_group(n, tile_n);
+  if (counters == nullptr || n_tiles == 0) return;
   a.sibling_counters = counters;
-  a.sibling_n_tiles = static_cast<int32_t>(n_tiles);
+  a.sibling_n_tiles = n_tiles;
   a.sibling_spin_max = kSiblingSpinMax;
 }
 
