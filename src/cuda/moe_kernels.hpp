@@ -112,7 +112,7 @@ bool token_gather_applies(const GatherParams& p);
 // rows of its slots (p.slot_row).
 bool token_codes_applies(const GatherParams& p);
 void launch_token_codes(const GatherParams& p, cudaStream_t stream);
-// Decode-sized calls (at most 32 slots, a vector gather's format): launch_plan and launch_gather
+// Decode-sized calls (at most 256 slots, a vector gather's format): launch_plan and launch_gather
 // in one kernel, the same plan arrays and the same operand rows (permute.cu).
 bool plan_gather_fused_applies(const GatherParams& p, int64_t slots);
 void launch_plan_gather(const int32_t* ids, const int32_t* expert_map, int64_t slots, int num_experts,

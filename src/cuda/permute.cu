@@ -13,6 +13,7 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_utils.cuh"
+#include "cuda/env_switch.hpp"
 #include "cuda/expert_id.cuh"
 #include "fusedmoe/error.hpp"
 
@@ -27,7 +28,10 @@ constexpr int kChunk = 1024;
 // 1.02-1.04x, 32768 1.07-1.14x.
 constexpr int64_t kBlockPlanSlots = 2048;
 constexpr int kScanThreads = 1024;  // plan_scan_kernel
-constexpr int kFusedPlanSlots = 32;  // plan_gather kernels: one warp places every slot
+constexpr int kWarpPlanSlots = 32;    // up to here one warp places every slot (shuffles)
+// Up to here the plan_gather kernels and plan_tiny_kernel place the slots with the whole block
+// (each slot counts the slots before it in shared memory); past it the plan kernels run.
+constexpr int kFusedPlanSlots = 256;
 
 // In-place exclusive scan of n ints in shared memory by the whole block (blockDim.x a multiple
 // of 32). Each thread scans a contiguous segment, then the segment sums are scanned.
@@ -638,11 +642,13 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_nvfp4_vec_kernel(Gat
 }
 
 // ---- plan and gather in one kernel (decode-sized calls) ----
-// With at most 32 slots one warp places every slot: a row is the number of valid slots with a
-// smaller expert plus the slot's rank among the slots of its expert (__match_any_sync), the same
-// rows as plan_small_kernel (by expert, then slot). Every block of a plan_gather kernel does this
-// for itself in shared memory, so the gather needs no plan kernel before it; block 0 also writes
-// the plan arrays the later stages read (slot_row, row_slot, row_expert, expert and tile offsets).
+// With at most kFusedPlanSlots slots every block of a plan_gather kernel places the slots itself
+// in shared memory, so the gather needs no plan kernel before it; block 0 also writes the plan
+// arrays the later stages read (slot_row, row_slot, row_expert, expert and tile offsets). A slot's
+// row is the number of valid slots with a smaller expert plus its rank among the slots of its
+// expert: the same rows as plan_small_kernel (by expert, then slot). Up to 32 slots one warp does
+// it with shuffles (__match_any_sync); up to kFusedPlanSlots each thread takes slots and counts
+// the slots before them from the experts in shared memory (O(slots) per slot, no atomics).
 struct SmallPlanArgs {
   const int32_t* ids;
   const int32_t* emap;
@@ -654,41 +660,102 @@ struct SmallPlanArgs {
 
 struct SmallPlanShared {
   int32_t row_slot[kFusedPlanSlots];
-  int32_t expert[kFusedPlanSlots];  // local expert of each slot, < 0: none
-  int32_t group[kFusedPlanSlots];   // on the first slot of an expert: its slot count, else 0
+  alignas(16) int32_t expert[kFusedPlanSlots];  // local expert of each slot, < 0: none (-2 past the slots)
+  int32_t group[kFusedPlanSlots];               // on the first slot of an expert: its slot count, else 0
+  int32_t tiles[kFusedPlanSlots];               // block 0, more than 32 slots: tiles of the groups before a row
   int32_t rows;
 };
 
-__device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
-  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    const int32_t e = lane < a.slots ? local_expert(a.ids, a.emap, lane, a.E, a.num_global) : -2;
-    const unsigned same = __match_any_sync(0xffffffffu, e), below = same & ((1u << lane) - 1u);
-    int32_t before = 0, valid = 0;
-    for (int j = 0; j < 32; ++j) {
-      const int32_t ej = __shfl_sync(0xffffffffu, e, j);
-      before += (ej >= 0 && ej < e) ? 1 : 0;
-      valid += ej >= 0 ? 1 : 0;
-    }
-    const int32_t row = e >= 0 ? before + __popc(below) : -1;
-    if (row >= 0) sh.row_slot[row] = lane;
-    sh.expert[lane] = e;
-    sh.group[lane] = (e >= 0 && below == 0) ? __popc(same) : 0;
-    if (lane == 0) sh.rows = valid;
-    if (writer && lane < a.slots) {
-      a.plan.slot_row[lane] = row;
-      if (row >= 0) {
-        a.plan.row_slot[row] = lane;
-        a.plan.row_expert[row] = e;
+// Block 0's plan arrays for one slot.
+__device__ __forceinline__ void write_slot(const SmallPlanArgs& a, int i, int32_t e, int32_t row) {
+  a.plan.slot_row[i] = row;
+  if (row >= 0) {
+    a.plan.row_slot[row] = i;
+    a.plan.row_expert[row] = e;
+  }
+}
+
+// One warp, slots <= 32.
+__device__ void small_plan_warp(const SmallPlanArgs& a, SmallPlanShared& sh, bool writer) {
+  const int lane = threadIdx.x;
+  const int32_t e = lane < a.slots ? local_expert(a.ids, a.emap, lane, a.E, a.num_global) : -2;
+  const unsigned same = __match_any_sync(0xffffffffu, e), below = same & ((1u << lane) - 1u);
+  int32_t before = 0, valid = 0;
+  for (int j = 0; j < 32; ++j) {
+    const int32_t ej = __shfl_sync(0xffffffffu, e, j);
+    before += (ej >= 0 && ej < e) ? 1 : 0;
+    valid += ej >= 0 ? 1 : 0;
+  }
+  const int32_t row = e >= 0 ? before + __popc(below) : -1;
+  if (row >= 0) sh.row_slot[row] = lane;
+  sh.expert[lane] = e;
+  sh.group[lane] = (e >= 0 && below == 0) ? __popc(same) : 0;
+  if (lane == 0) sh.rows = valid;
+  if (writer && lane < a.slots) write_slot(a, lane, e, row);
+}
+
+// The whole block, 32 < slots <= kFusedPlanSlots. Block 0's offsets come from the rows in order:
+// expert_offsets[e] is the first row whose expert is >= e (binary search), tile_offsets[e] the
+// tiles of the expert groups before that row (an exclusive scan over the rows).
+__device__ void small_plan_block(const SmallPlanArgs& a, SmallPlanShared& sh, bool writer) {
+  const int padded = (a.slots + 3) & ~3;  // whole int4s of experts
+  for (int i = threadIdx.x; i < padded; i += blockDim.x)
+    sh.expert[i] = i < a.slots ? local_expert(a.ids, a.emap, i, a.E, a.num_global) : -2;
+  __syncthreads();
+  const int4* ex4 = reinterpret_cast<const int4*>(sh.expert);
+  for (int i = threadIdx.x; i < a.slots; i += blockDim.x) {
+    const int32_t e = sh.expert[i];
+    int32_t smaller = 0, earlier_same = 0, same = 0, valid = 0;
+    for (int q = 0; q < padded / 4; ++q) {
+      const int4 v = ex4[q];
+      const int32_t ev[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+      for (int c = 0; c < 4; ++c) {
+        const int32_t ej = ev[c];
+        valid += ej >= 0 ? 1 : 0;
+        smaller += (ej >= 0 && ej < e) ? 1 : 0;
+        same += ej == e ? 1 : 0;
+        earlier_same += (ej == e && 4 * q + c < i) ? 1 : 0;
       }
     }
+    const int32_t row = e >= 0 ? smaller + earlier_same : -1;
+    if (row >= 0) sh.row_slot[row] = i;
+    sh.group[i] = (e >= 0 && earlier_same == 0) ? same : 0;
+    if (i == 0) sh.rows = valid;
+    if (writer) write_slot(a, i, e, row);
   }
+  __syncthreads();
+  if (!writer) return;  // block-uniform
+  const int rows = sh.rows;
+  // A group's first row is its expert's first slot, the one whose group holds the count.
+  for (int r = threadIdx.x; r < rows; r += blockDim.x)
+    sh.tiles[r] = (sh.group[sh.row_slot[r]] + kSimtTileM - 1) / kSimtTileM;
+  __syncthreads();
+  const int32_t total_tiles = block_exclusive_scan(sh.tiles, rows);
+  for (int e = threadIdx.x; e <= a.E; e += blockDim.x) {
+    int lo = 0, hi = rows;  // first row whose expert is >= e
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (sh.expert[sh.row_slot[mid]] < e) lo = mid + 1; else hi = mid;
+    }
+    a.plan.expert_offsets[e] = lo;
+    a.plan.tile_offsets[e] = lo < rows ? sh.tiles[lo] : total_tiles;
+  }
+}
+
+__device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
+  const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
+  if (a.slots > kWarpPlanSlots) {
+    small_plan_block(a, sh, writer);
+    __syncthreads();
+    return SharedRows{sh.row_slot, sh.rows};
+  }
+  if (threadIdx.x < 32) small_plan_warp(a, sh, writer);
   __syncthreads();
   if (writer) {
     for (int e = threadIdx.x; e <= a.E; e += blockDim.x) {
       int32_t rows = 0, tiles = 0;
-      for (int j = 0; j < kFusedPlanSlots; ++j) {
+      for (int j = 0; j < kWarpPlanSlots; ++j) {
         const int32_t ej = sh.expert[j];
         if (ej >= 0 && ej < e) {
           ++rows;
@@ -705,7 +772,7 @@ __device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
 // The same plan alone, for decode-sized calls whose gather does not take it (fp8-block and nvfp4
 // quantisers, or a GEMM1 that loads weights before it waits: the plan must be two kernels back).
 // plan_small_kernel's block-wide count / scan / place took ~7 us at one token, one dependent
-// chain of shared-memory steps; this is one warp's shuffles.
+// chain of shared-memory steps; this is one warp's shuffles (more than 32 slots: small_plan_block).
 __global__ void plan_tiny_kernel(SmallPlanArgs a) {
   chain_wait();
   __shared__ SmallPlanShared sh;
@@ -739,15 +806,23 @@ VecGather vec_gather_kind(const GatherParams& p) {
 
 int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
 
+// Slots up to which the plan runs in one block of shared-memory steps (plan_tiny_kernel, the
+// plan_gather kernels); FUSEDMOE_WIDE_PLAN=0 holds it at one warp's 32 slots (the rule before
+// small_plan_block, for same-binary A/B runs).
+int64_t fused_plan_slots() {
+  static const bool narrow = env_switch_is_zero("FUSEDMOE_WIDE_PLAN");
+  return narrow ? kWarpPlanSlots : kFusedPlanSlots;
+}
+
 }  // namespace
 
 int64_t plan_chunks(int64_t slots) { return (slots + kChunk - 1) / kChunk; }
 
 void launch_plan(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
                  const PlanBuffers& p, cudaStream_t stream) {
-  if (slots <= kFusedPlanSlots) {  // bench/results/2026-11-22-h100-plan-tiny
+  if (slots <= fused_plan_slots()) {  // bench/results/2026-11-22-h100-plan-tiny
     const SmallPlanArgs a{ids, emap, static_cast<int>(slots), E, num_global, p};
-    launch_chained(plan_tiny_kernel, 1, 128, 0, stream, a);
+    launch_chained(plan_tiny_kernel, 1, slots <= kWarpPlanSlots ? 128 : kFusedPlanSlots, 0, stream, a);
     return;
   }
   if (slots <= kBlockPlanSlots) {
@@ -861,7 +936,7 @@ bool plan_gather_fused_applies(const GatherParams& p, int64_t slots) {
   // The amax of router-weighted rows (TENSOR_DYNAMIC with the weight on the input) reads the plan
   // before the gather, so that call keeps the plan kernel.
   const bool amax_needs_plan = p.quant == Fp8Quant::TENSOR_DYNAMIC && p.on_input;
-  return slots >= 1 && slots <= kFusedPlanSlots && !amax_needs_plan && vec_gather_kind(p) != VecGather::NONE;
+  return slots >= 1 && slots <= fused_plan_slots() && !amax_needs_plan && vec_gather_kind(p) != VecGather::NONE;
 }
 
 void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,

@@ -1,5 +1,5 @@
 // Decode-sized calls build the routing plan inside the gather kernel (launch_plan_gather): every
-// block places the (at most 32) slots itself and block 0 writes the plan arrays. It must give the
+// block places the (at most 256) slots itself and block 0 writes the plan arrays. It must give the
 // same plan arrays as launch_plan and the same operand rows (and per-token scales) as
 // launch_gather after it, for ids out of range, an expert map with unmapped experts, every
 // vector gather format, with and without the router weight on the input. The fused kernel writes
@@ -148,14 +148,15 @@ TEST_P(PlanGather, SamePlanAndRowsAsPlanThenGather) {
 }
 
 // 1 slot (M = 1, top-1), 8 and 16 (one or a few decode tokens), 31 (a partial warp), 32 (the
-// limit); E = 4 crowds up to 16 slots on one expert, E = 256 spreads them.
+// one-warp limit), 33 / 100 / 256 (the whole block's plan, 256 its limit); E = 4 crowds the
+// slots on a few experts, E = 256 spreads them.
 INSTANTIATE_TEST_SUITE_P(
     Cases, PlanGather,
-    ::testing::Combine(::testing::Values(1, 8, 16, 31, 32), ::testing::Values(4, 256), ::testing::Range(0, 6),
+    ::testing::Combine(::testing::Values(1, 8, 16, 31, 32, 33, 100, 256), ::testing::Values(4, 256), ::testing::Range(0, 6),
                        ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) { return name_of(info.param); });
 
-// Past 32 slots, or for a gather that is not one of the vector kernels, the plan kernel stays.
+// Past 256 slots, or for a gather that is not one of the vector kernels, the plan kernel stays.
 TEST(PlanGatherRule, RefusesWhatItCannotPlace) {
   cuda::GatherParams gp;
   gp.x_dtype = DType::BF16;
@@ -165,7 +166,8 @@ TEST(PlanGatherRule, RefusesWhatItCannotPlace) {
   gp.x = reinterpret_cast<const void*>(uintptr_t{256});
   gp.out = reinterpret_cast<void*>(uintptr_t{512});
   EXPECT_TRUE(cuda::plan_gather_fused_applies(gp, 32));
-  EXPECT_FALSE(cuda::plan_gather_fused_applies(gp, 33));
+  EXPECT_TRUE(cuda::plan_gather_fused_applies(gp, 256));
+  EXPECT_FALSE(cuda::plan_gather_fused_applies(gp, 257));
   EXPECT_FALSE(cuda::plan_gather_fused_applies(gp, 0));
   gp.quant = Fp8Quant::BLOCK;
   gp.op = Operand::FP8;

@@ -121,8 +121,9 @@ DeviceBuffer random_input_scales(int E, std::mt19937& rng) {
 
 // Rows are grouped by local expert and ordered by slot inside an expert; slots whose id is out
 // of range or unmapped have no row. Up to 32 slots the one-warp plan (plan_tiny_kernel) runs:
-// E = 4 crowds all 32 on a few experts, E = 3000 spreads them. E = 3000 leaves room for only a
-// few placing warps. Up to 2048 slots (kBlockPlanSlots) the plan is one block - its slots'
+// E = 4 crowds all 32 on a few experts, E = 3000 spreads them. Up to 256 the same kernel places
+// them with the whole block (small_plan_block: 33 .. 256, a crowded 100, 257 past it).
+// E = 3000 leaves room for only a few placing warps. Up to 2048 slots (kBlockPlanSlots) the plan is one block - its slots'
 // experts in shared memory up to 1024 slots, in global scratch above - and three chunked kernels
 // past that (2049, 20000, 65536); expert counts up to kMaxExperts (4096).
 TEST(PlanGpu, RowsByExpertThenSlot) {
@@ -133,7 +134,8 @@ TEST(PlanGpu, RowsByExpertThenSlot) {
     bool mapped;
   };
   for (const P c : {P{256, 1, false}, P{128, 8, true}, P{4, 32, false}, P{3000, 31, true}, P{256, 33, false},
-                    P{256, 64, false}, P{3000, 65, true}, P{8, 37, false},
+                    P{256, 64, false}, P{3000, 65, true}, P{8, 37, false}, P{4, 100, true}, P{128, 255, false},
+                    P{3000, 256, true}, P{128, 257, false},
                     P{256, 1024, false}, P{256, 1025, true}, P{256, 2048, true}, P{3000, 2048, false},
                     P{256, 2049, true}, P{256, 20000, false},
                     // Expert counts whose warps' counts filled the one-block plan's 48 KB exactly
