@@ -648,7 +648,8 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_nvfp4_vec_kernel(Gat
 // row is the number of valid slots with a smaller expert plus its rank among the slots of its
 // expert: the same rows as plan_small_kernel (by expert, then slot). Up to 32 slots one warp does
 // it with shuffles (__match_any_sync); up to kFusedPlanSlots each thread takes slots and counts
-// the slots before them from the experts in shared memory (O(slots) per slot, no atomics).
+// the (expert, slot) keys below theirs in shared memory (O(slots) per slot). Every block repeats
+// the plan, so its cost grows as slots x blocks (bench/results/2026-11-27-h100-wide-plan).
 struct SmallPlanArgs {
   const int32_t* ids;
   const int32_t* emap;
@@ -660,8 +661,9 @@ struct SmallPlanArgs {
 
 struct SmallPlanShared {
   int32_t row_slot[kFusedPlanSlots];
-  alignas(16) int32_t expert[kFusedPlanSlots];  // local expert of each slot, < 0: none (-2 past the slots)
-  int32_t group[kFusedPlanSlots];               // on the first slot of an expert: its slot count, else 0
+  alignas(16) int32_t expert[kFusedPlanSlots];  // local expert of each slot, < 0: none (-2 past the slots);
+                                                // more than 32 slots: the slots' sort keys (small_plan_block)
+  int32_t group[kFusedPlanSlots];               // on the first slot of an expert: its slot count, else 0 (one warp)
   int32_t tiles[kFusedPlanSlots];               // block 0, more than 32 slots: tiles of the groups before a row
   int32_t rows;
 };
@@ -694,50 +696,61 @@ __device__ void small_plan_warp(const SmallPlanArgs& a, SmallPlanShared& sh, boo
   if (writer && lane < a.slots) write_slot(a, lane, e, row);
 }
 
-// The whole block, 32 < slots <= kFusedPlanSlots. Block 0's offsets come from the rows in order:
+// The whole block, 32 < slots <= kFusedPlanSlots. Each slot's sort key is (expert, slot); a valid
+// slot's row is the number of valid keys below its own (one compare and add per slot, the keys
+// read 4 at a time from shared memory). Block 0's offsets come from the rows in order:
 // expert_offsets[e] is the first row whose expert is >= e (binary search), tile_offsets[e] the
 // tiles of the expert groups before that row (an exclusive scan over the rows).
+constexpr int kKeySlotBits = 9;  // slot index bits of a key (kFusedPlanSlots <= 512)
+static_assert(kFusedPlanSlots <= (1 << kKeySlotBits), "plan keys hold the slot in kKeySlotBits");
+constexpr int32_t kNoKey = 0x7FFFFFFF;  // invalid slots (and the padding): above every valid key
+__device__ __forceinline__ int32_t key_expert(int32_t key) { return key >> kKeySlotBits; }
+
 __device__ void small_plan_block(const SmallPlanArgs& a, SmallPlanShared& sh, bool writer) {
-  const int padded = (a.slots + 3) & ~3;  // whole int4s of experts
-  for (int i = threadIdx.x; i < padded; i += blockDim.x)
-    sh.expert[i] = i < a.slots ? local_expert(a.ids, a.emap, i, a.E, a.num_global) : -2;
-  __syncthreads();
-  const int4* ex4 = reinterpret_cast<const int4*>(sh.expert);
-  for (int i = threadIdx.x; i < a.slots; i += blockDim.x) {
-    const int32_t e = sh.expert[i];
-    int32_t smaller = 0, earlier_same = 0, same = 0, valid = 0;
-    for (int q = 0; q < padded / 4; ++q) {
-      const int4 v = ex4[q];
-      const int32_t ev[4] = {v.x, v.y, v.z, v.w};
-#pragma unroll
-      for (int c = 0; c < 4; ++c) {
-        const int32_t ej = ev[c];
-        valid += ej >= 0 ? 1 : 0;
-        smaller += (ej >= 0 && ej < e) ? 1 : 0;
-        same += ej == e ? 1 : 0;
-        earlier_same += (ej == e && 4 * q + c < i) ? 1 : 0;
-      }
-    }
-    const int32_t row = e >= 0 ? smaller + earlier_same : -1;
-    if (row >= 0) sh.row_slot[row] = i;
-    sh.group[i] = (e >= 0 && earlier_same == 0) ? same : 0;
-    if (i == 0) sh.rows = valid;
-    if (writer) write_slot(a, i, e, row);
+  int32_t* key = sh.expert;  // this path's keys
+  const int padded = (a.slots + 3) & ~3;  // whole int4s of keys
+  if (threadIdx.x == 0) sh.rows = 0;
+  for (int i = threadIdx.x; i < padded; i += blockDim.x) {
+    const int32_t e = i < a.slots ? local_expert(a.ids, a.emap, i, a.E, a.num_global) : -1;
+    key[i] = e >= 0 ? (e << kKeySlotBits) | i : kNoKey;
   }
+  __syncthreads();
+  const int4* key4 = reinterpret_cast<const int4*>(key);
+  int32_t valid = 0;
+  for (int i = threadIdx.x; i < a.slots; i += blockDim.x) {
+    const int32_t ki = key[i];
+    int32_t below = 0;
+    for (int q = 0; q < padded / 4; ++q) {
+      const int4 v = key4[q];
+      below += (v.x < ki) + (v.y < ki) + (v.z < ki) + (v.w < ki);
+    }
+    const int32_t row = ki != kNoKey ? below : -1;
+    if (row >= 0) sh.row_slot[row] = i;
+    valid += row >= 0 ? 1 : 0;
+    if (writer) write_slot(a, i, ki != kNoKey ? key_expert(ki) : -1, row);
+  }
+  if (valid) atomicAdd(&sh.rows, valid);  // an integer count: the order of the adds cannot matter
   __syncthreads();
   if (!writer) return;  // block-uniform
   const int rows = sh.rows;
-  // A group's first row is its expert's first slot, the one whose group holds the count.
-  for (int r = threadIdx.x; r < rows; r += blockDim.x)
-    sh.tiles[r] = (sh.group[sh.row_slot[r]] + kSimtTileM - 1) / kSimtTileM;
+  auto row_expert = [&](int r) { return key_expert(key[sh.row_slot[r]]); };
+  auto first_row_from = [&](int32_t e) {  // first row whose expert is >= e
+    int lo = 0, hi = rows;
+    while (lo < hi) {
+      const int mid = (lo + hi) / 2;
+      if (row_expert(mid) < e) lo = mid + 1; else hi = mid;
+    }
+    return lo;
+  };
+  for (int r = threadIdx.x; r < rows; r += blockDim.x) {
+    const int32_t e = row_expert(r);
+    const bool first = r == 0 || row_expert(r - 1) != e;
+    sh.tiles[r] = first ? (first_row_from(e + 1) - r + kSimtTileM - 1) / kSimtTileM : 0;
+  }
   __syncthreads();
   const int32_t total_tiles = block_exclusive_scan(sh.tiles, rows);
   for (int e = threadIdx.x; e <= a.E; e += blockDim.x) {
-    int lo = 0, hi = rows;  // first row whose expert is >= e
-    while (lo < hi) {
-      const int mid = (lo + hi) / 2;
-      if (sh.expert[sh.row_slot[mid]] < e) lo = mid + 1; else hi = mid;
-    }
+    const int lo = first_row_from(e);
     a.plan.expert_offsets[e] = lo;
     a.plan.tile_offsets[e] = lo < rows ? sh.tiles[lo] : total_tiles;
   }
