@@ -27,7 +27,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "cuda/active_expert.cuh"
@@ -54,7 +53,6 @@ struct Params {
   int groups;
   const int32_t* offsets;
   bool uint4b8, swizzled;
-  int row_groups;  // 16-row groups per warp (w4_mma_row_groups); > 1 only for the kMulti instances
 };
 
 // The scale of row `row` of expert e for the values from k index kk on, in two steps so that
@@ -116,13 +114,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // once: 32-bit sizes (w4_shape_ok), a running pointer per copy row pair, scale pointers with a
 // fixed byte step per 128-k sub-chunk, activation row pointers clamped to a valid row (columns of
 // tokens past the expert's rows are computed and never stored, so they need no zeros).
-//
-// kMulti: the warp walks p.row_groups 16-row groups one after another (rows n0 + j * row_step:
-// every block's warps take group j before any takes j + 1) through one cp.async ring, so the next
-// group's first stages are in flight while the current one ends: at a short k (few stages per
-// group) the warp no longer pays a pipeline fill, and the grid a block start, per 16 rows. Its
-// own instances: the group stepping in the single-group kernel cost it 10-45 registers.
-template <int F, int NT, bool kMulti>
+template <int F, int NT>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   chain_wait();
   extern __shared__ __align__(16) uint8_t smem[];
@@ -186,12 +178,11 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   struct Raw {
     RawWord w[2];
   };
-  // Stage c of the rows at wbase / scales at sbase -> buffer buf (always commits a group; past the
-  // last stage, or not live, it copies nothing).
-  auto issue_stage = [&](int c, int buf, Raw& raw, const uint8_t* wbase, const uint8_t* const (&sbase)[2], bool live) {
+  // Stage c -> buffer buf (always commits a group; past the last stage it copies nothing).
+  auto issue_stage = [&](int c, int buf, Raw& raw) {
     const int byte = c * kStageRowBytes;
-    const bool kv = live && byte + cbyte < hk;  // this lane's 16 bytes lie inside the rows (so c < stages)
-    const uint8_t* src = wbase + (kv ? byte : 0);
+    const bool kv = byte + cbyte < hk;  // this lane's 16 bytes lie inside the rows (so c < stages)
+    const uint8_t* src = wsrc + (kv ? byte : 0);
     const uint32_t dst = wdst + buf * kWarpStageBytes;
 #pragma unroll
     for (int i = 0; i < kCopies; ++i) {
@@ -201,11 +192,11 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
     cp_async_commit();
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const uint8_t* q = sbase[h] + static_cast<int64_t>(c) * kSubs * sstep;
+      const uint8_t* q = sb[h] + static_cast<int64_t>(c) * kSubs * sstep;
       RawWord r = 0;
 #pragma unroll
       for (int sub = 0; sub < kSubs; ++sub) {
-        const bool ok = live && (c * kSubs + sub) * 128 + t * 32 < k;
+        const bool ok = (c * kSubs + sub) * 128 + t * 32 < k;
         if constexpr (F == kMx) {
           const uint32_t v = ok ? __ldg(q + sub * sstep) : 0u;
           r |= v << (8 * sub);
@@ -215,65 +206,6 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
         }
       }
       raw.w[h] = r;
-    }
-  };
-
-  // One sub-chunk: its scales, weights from shared memory and activations xa into acc (the
-  // callers load the next sub-chunk's activations into the other buffer just before: two named
-  // buffers, the sub loop unrolled by 2, no copies).
-  auto body = [&](int sub, const Raw& raw, const uint8_t* buf, const uint4 (&xa)[NT][4], float (&acc)[NT][4]) {
-    uint4 wv[2];
-#pragma unroll
-    for (int h = 0; h < 2; ++h)
-      wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
-    float part[NT][4];
-#pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
-    uint32_t s2[2][2];  // rows g, g + 8; nvfp4: its two 16-blocks
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if constexpr (F == kMx) {
-        s2[h][0] = s2[h][1] = table[(raw.w[h] >> (8 * sub)) & 0xFFu];
-      } else if constexpr (F == kNv) {
-        const uint32_t bits = static_cast<uint32_t>(raw.w[h] >> (16 * sub));
-        s2[h][0] = table[bits & 0xFFu];
-        s2[h][1] = table[(bits >> 8) & 0xFFu];
-      } else {
-        s2[h][0] = s2[h][1] = static_cast<uint32_t>(raw.w[h] >> (16 * sub)) << 16;  // fp32 bits of the bf16
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
-      uint32_t pa[2][4];
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
-        decode_word<F>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
-      }
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const uint4 x = xa[j][q];
-        uint32_t b[4];  // (k0,k4) (k1,k5) | (k2,k6) (k3,k7)
-        if constexpr (F == kInt4) b[0] = x.x, b[1] = x.y, b[2] = x.z, b[3] = x.w;  // stored so
-        else permute_b(x, b);
-        const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
-        const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
-        float (&dst)[4] = F == kInt4 ? part[j] : acc[j];
-        mma16816<F>(dst, a0, b[0], b[1]);
-        mma16816<F>(dst, a1, b[2], b[3]);
-      }
-    }
-    if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
-      const float s_lo = __uint_as_float(s2[0][0]), s_hi = __uint_as_float(s2[1][0]);
-#pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        acc[j][0] = fmaf(part[j][0], s_lo, acc[j][0]);
-        acc[j][1] = fmaf(part[j][1], s_lo, acc[j][1]);
-        acc[j][2] = fmaf(part[j][2], s_hi, acc[j][2]);
-        acc[j][3] = fmaf(part[j][3], s_hi, acc[j][3]);
-      }
     }
   };
 
@@ -298,110 +230,99 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) acc[j][q] = 0.0f;
 
-    // C fragment rows r0 + g / r0 + g + 8, tokens 2t / 2t + 1.
-    constexpr float kOut = F == kInt4 ? 1.0f : static_cast<float>(1 << kE2m1Shift);
-    auto store = [&](int r0) {
+    // One sub-chunk: its scales, weights from shared memory, the next sub-chunk's activations
+    // into the other buffer (two named buffers, the sub loop unrolled by 2: no copies).
+    auto body = [&](int c, int sub, const Raw& raw, const uint8_t* buf, uint4 (&xa)[NT][4], uint4 (&xn)[NT][4]) {
+      load_x(c * kSubs + sub + 1, xn);
+      uint4 wv[2];
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
+      float part[NT][4];
 #pragma unroll
       for (int j = 0; j < NT; ++j)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int col = r0 + g + (q >= 2 ? 8 : 0);
-          const int tok = tok0 + j * 8 + 2 * t + (q & 1);
-          if (tok < rows) p.d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
+        for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
+      uint32_t s2[2][2];  // rows g, g + 8; nvfp4: its two 16-blocks
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        if constexpr (F == kMx) {
+          s2[h][0] = s2[h][1] = table[(raw.w[h] >> (8 * sub)) & 0xFFu];
+        } else if constexpr (F == kNv) {
+          const uint32_t bits = static_cast<uint32_t>(raw.w[h] >> (16 * sub));
+          s2[h][0] = table[bits & 0xFFu];
+          s2[h][1] = table[(bits >> 8) & 0xFFu];
+        } else {
+          s2[h][0] = s2[h][1] = static_cast<uint32_t>(raw.w[h] >> (16 * sub)) << 16;  // fp32 bits of the bf16
         }
+      }
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
+        uint32_t pa[2][4];
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
+          decode_word<F>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const uint4 x = xa[j][q];
+          uint32_t b[4];  // (k0,k4) (k1,k5) | (k2,k6) (k3,k7)
+          if constexpr (F == kInt4) b[0] = x.x, b[1] = x.y, b[2] = x.z, b[3] = x.w;  // stored so
+          else permute_b(x, b);
+          const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
+          const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
+          float (&dst)[4] = F == kInt4 ? part[j] : acc[j];
+          mma16816<F>(dst, a0, b[0], b[1]);
+          mma16816<F>(dst, a1, b[2], b[3]);
+        }
+      }
+      if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
+        const float s_lo = __uint_as_float(s2[0][0]), s_hi = __uint_as_float(s2[1][0]);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          acc[j][0] = fmaf(part[j][0], s_lo, acc[j][0]);
+          acc[j][1] = fmaf(part[j][1], s_lo, acc[j][1]);
+          acc[j][2] = fmaf(part[j][2], s_hi, acc[j][2]);
+          acc[j][3] = fmaf(part[j][3], s_hi, acc[j][3]);
+        }
+      }
     };
+
     Raw sring[kStages];
+#pragma unroll
+    for (int d = 0; d < kStages - 1; ++d) issue_stage(d, d, sring[d]);
     uint4 xa[NT][4], xb[NT][4];
-    if constexpr (!kMulti) {
+    load_x(0, xa);
+    for (int c0 = 0; c0 < stages; c0 += kStages) {
 #pragma unroll
-      for (int d = 0; d < kStages - 1; ++d) issue_stage(d, d, sring[d], wsrc, sb, true);
-      load_x(0, xa);
-      for (int c0 = 0; c0 < stages; c0 += kStages) {
-#pragma unroll
-        for (int u = 0; u < kStages; ++u) {
-          const int c = c0 + u;  // c % kStages == u
-          if (c >= stages) break;
-          issue_stage(c + kStages - 1, (u + kStages - 1) % kStages, sring[(u + kStages - 1) % kStages], wsrc, sb, true);
-          cp_async_wait<kStages - 1>();  // stage c has landed (this lane's copies)
-          __syncwarp();                  // ... and every lane's
-          const uint8_t* buf = wsm + u * kWarpStageBytes;
+      for (int u = 0; u < kStages; ++u) {
+        const int c = c0 + u;  // c % kStages == u
+        if (c >= stages) break;
+        issue_stage(c + kStages - 1, (u + kStages - 1) % kStages, sring[(u + kStages - 1) % kStages]);
+        cp_async_wait<kStages - 1>();  // stage c has landed (this lane's copies)
+        __syncwarp();                  // ... and every lane's
+        const uint8_t* buf = wsm + u * kWarpStageBytes;
 #pragma unroll 1
-          for (int sub = 0; sub < kSubs; sub += 2) {  // not unrolled further: registers (at 4 sub-chunks: 255 + spills)
-            load_x(c * kSubs + sub + 1, xb);
-            body(sub, sring[u], buf, xa, acc);
-            load_x(c * kSubs + sub + 2, xa);
-            body(sub + 1, sring[u], buf, xb, acc);
-          }
-          __syncwarp();  // the buffer is refilled by a later issue_stage
+        for (int sub = 0; sub < kSubs; sub += 2) {  // not unrolled further: registers (at 4 sub-chunks: 255 + spills)
+          body(c, sub, sring[u], buf, xa, xb);
+          body(c, sub + 1, sring[u], buf, xb, xa);
         }
+        __syncwarp();  // the buffer is refilled by a later issue_stage
       }
-      cp_async_wait<0>();
-      __syncwarp();
-      store(n0);
-    } else {
-      const int row_step = static_cast<int>(gridDim.x) * kWarps * 16;
-      const int groups_here = min(p.row_groups, (n - n0 + row_step - 1) / row_step);
-      const int total = groups_here * stages, subs = stages * kSubs;  // stages of all groups; sub-chunks of one
-      // Bytes from one group's rows (scales) to the next's; swizzled scales: row_step is a multiple
-      // of 128 (w4_mma_row_groups), so whole 128-row tiles.
-      const int64_t wgroup = static_cast<int64_t>(row_step) * hk;
-      int64_t sgroup;
-      if constexpr (F == kInt4) {
-        sgroup = static_cast<int64_t>(row_step) * (k / 128) * 2;
-      } else {
-        const int64_t cols = k / (F == kMx ? 32 : 16);
-        sgroup = static_cast<int64_t>(row_step) * (p.swizzled ? (cols + 3) / 4 * 4 : cols);
-      }
-      // The issue cursor: stage ic of group ij.
-      int ic = 0, ij = 0;
-      const uint8_t* iw = wsrc;
-      const uint8_t* is[2] = {sb[0], sb[1]};
-      auto issue_next = [&](int buf, Raw& raw) {
-        issue_stage(ic, buf, raw, iw, is, ij < groups_here);
-        if (++ic == stages) {
-          ic = 0;
-          ++ij;
-          iw += wgroup;
-          is[0] += sgroup;
-          is[1] += sgroup;
-        }
-      };
-#pragma unroll
-      for (int d = 0; d < kStages - 1; ++d) issue_next(d, sring[d]);
-      load_x(0, xa);
-      int cc = 0, cj = 0;  // the compute cursor: stage cc of group cj
-      for (int c0 = 0; c0 < total; c0 += kStages) {
-#pragma unroll
-        for (int u = 0; u < kStages; ++u) {
-          if (c0 + u >= total) break;  // (c0 + u) % kStages == u: the ring's buffer
-          issue_next((u + kStages - 1) % kStages, sring[(u + kStages - 1) % kStages]);
-          cp_async_wait<kStages - 1>();
-          __syncwarp();
-          const uint8_t* buf = wsm + u * kWarpStageBytes;
-#pragma unroll 1
-          for (int sub = 0; sub < kSubs; sub += 2) {
-            // After a group's last sub-chunk, the next group's first (the same token rows).
-            const int kn = cc * kSubs + sub + 1;
-            load_x(kn, xb);
-            body(sub, sring[u], buf, xa, acc);
-            load_x(kn + 1 == subs ? 0 : kn + 1, xa);
-            body(sub + 1, sring[u], buf, xb, acc);
-          }
-          __syncwarp();
-          if (++cc == stages) {
-            store(n0 + cj * row_step);
-#pragma unroll
-            for (int j = 0; j < NT; ++j)
-#pragma unroll
-              for (int q = 0; q < 4; ++q) acc[j][q] = 0.0f;
-            cc = 0;
-            ++cj;
-          }
-        }
-      }
-      cp_async_wait<0>();
-      __syncwarp();
     }
+    cp_async_wait<0>();
+    __syncwarp();
+    // C fragment: (weight row g / g + 8, tokens 2t / 2t + 1).
+    constexpr float kOut = F == kInt4 ? 1.0f : static_cast<float>(1 << kE2m1Shift);
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        const int col = n0 + g + (q >= 2 ? 8 : 0);
+        const int tok = tok0 + j * 8 + 2 * t + (q & 1);
+        if (tok < rows) p.d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
+      }
   }
 }
 
@@ -445,44 +366,20 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
   p.offsets = offsets;
   p.uint4b8 = w.uint4b8;
   p.swizzled = w.swizzled;
-  p.row_groups = 1;
   return p;
 }
 
-template <int F, int NT, bool kMulti>
+template <int F, int NT>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
-  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kMulti>>(kSmemBytes);
-  launch_chained(w4_mma_kernel<F, NT, kMulti>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+  opt_in_dynamic_smem<w4_mma_kernel<F, NT>>(kSmemBytes);
+  launch_chained(w4_mma_kernel<F, NT>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
 }
 
-// Several row groups per warp only at one 8-token tile (decode sizes): NT 2 / 4 keep one.
 template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
-  if (nt == 1) {
-    if (p.row_groups > 1) launch_one<F, 1, true>(p, grid, stream);
-    else launch_one<F, 1, false>(p, grid, stream);
-  } else if (nt == 2) {
-    launch_one<F, 2, false>(p, grid, stream);
-  } else {
-    launch_one<F, 4, false>(p, grid, stream);
-  }
-}
-
-// 16-row groups per warp at one 8-token tile: `requested` (> 0), else FUSEDMOE_W4_ROW_GROUPS=G
-// (1..8) for A/B runs, else 1. Swizzled scales step by whole 128-row tiles from group to group:
-// the grid's rows (64 per block) must then be a multiple of 128, else one group.
-int w4_mma_row_groups(const W4Weights& w, int nt, int requested) {
-  static const int forced = [] {
-    const char* e = std::getenv("FUSEDMOE_W4_ROW_GROUPS");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 8 ? v : 0;
-  }();
-  const int g = requested > 0 ? requested : (forced ? forced : 1);
-  if (nt != 1 || g == 1) return 1;
-  const int64_t per_group = static_cast<int64_t>(kWarps) * 16;
-  const int64_t blocks = (w.n + per_group * g - 1) / (per_group * g);
-  if (w.swizzled && (blocks * per_group) % 128 != 0) return 1;
-  return g;
+  if (nt == 1) launch_one<F, 1>(p, grid, stream);
+  else if (nt == 2) launch_one<F, 2>(p, grid, stream);
+  else launch_one<F, 4>(p, grid, stream);
 }
 
 }  // namespace
@@ -517,28 +414,24 @@ bool w4_shape_ok(const W4Weights& w, const char** why) {
   return true;
 }
 
-int w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
-                        int64_t max_rows, cudaStream_t stream, int row_groups) {
-  if (max_rows <= 0 || groups <= 0) return 0;
+void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
+                         int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0 || groups <= 0) return;
   const Params p = make_params(w, a, d, groups, offsets);
   const int64_t active = std::min<int64_t>(max_rows, groups);
   // Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
   // the expert's weights once); rows beyond are taken in further passes.
   const int64_t expect = (max_rows + active - 1) / active;
   const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
-  // One 16-row tile per warp at a time (two at once measured slower: 218-255 registers, fewer
-  // warps; NOTES.md), p.row_groups of them one after another.
-  Params pg = p;
-  pg.row_groups = w4_mma_row_groups(w, nt, row_groups);
-  const int64_t per_block = static_cast<int64_t>(kWarps) * 16 * pg.row_groups;
+  // One 16-row tile per warp: two measured slower (218-255 registers, fewer warps; NOTES.md).
+  const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
   const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
   switch (w.format) {
-    case Format::W4A8_INT4: launch_mma<kInt4>(pg, nt, grid, stream); break;
-    case Format::MXFP4: launch_mma<kMx>(pg, nt, grid, stream); break;
-    case Format::NVFP4: launch_mma<kNv>(pg, nt, grid, stream); break;
+    case Format::W4A8_INT4: launch_mma<kInt4>(p, nt, grid, stream); break;
+    case Format::MXFP4: launch_mma<kMx>(p, nt, grid, stream); break;
+    case Format::NVFP4: launch_mma<kNv>(p, nt, grid, stream); break;
     default: throw Error("w4 grouped GEMM: not a 4-bit format");
   }
-  return pg.row_groups;
 }
 
 void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t* offsets, void* out,

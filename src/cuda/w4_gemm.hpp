@@ -49,11 +49,8 @@ struct W4Weights {
 // The mma path's GEMM: D[rows of g] = A[rows of g] x decode(W[g])^T, fp32 D.
 // a: [rows, k] fp16 (W4A8, in this kernel's k order: KOrder::W4_MMA, w4_kperm.cuh) or bf16
 // (MXFP4 / NVFP4, as is) operand.
-// row_groups: 16-row groups each warp walks one after another at one 8-token tile (0: the
-// library's choice, w4_mma_row_groups; more than 1 only where the kernel can take it: one 8-token
-// tile, and with swizzled scales a grid of whole 128-row tiles). Returns the row groups it ran.
-int w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
-                        int64_t max_rows, cudaStream_t stream, int row_groups = 0);
+void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
+                         int64_t max_rows, cudaStream_t stream);
 
 // Decodes the MXFP4 / NVFP4 weights of experts [e0, e0 + count) that have rows into out
 // [count, n, k] (bf16); experts without rows are skipped.
