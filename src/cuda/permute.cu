@@ -356,17 +356,27 @@ __global__ void __launch_bounds__(kVecThreads) gather_block_vec_kernel(GatherPar
 
 // Where a gather finds row r's slot and the row count: the plan in global memory (after
 // launch_plan) or the block's own small plan in shared memory (the plan_gather kernels).
+// expert(r): row r's local expert (the nvfp4 gather's input scale).
 struct GlobalRows {
   const int32_t* row_slot;
   const int32_t* rows;
+  const int32_t* row_expert = nullptr;
   __device__ int32_t count() const { return load_rows(rows); }
   __device__ int64_t slot(int64_t r) const { return __ldg(row_slot + r); }
+  __device__ int32_t expert(int64_t r) const { return __ldg(row_expert + r); }
 };
+constexpr int kKeySlotBits = 9;  // slot index bits of small_plan_block's (expert, slot) keys
 struct SharedRows {
   const int32_t* row_slot;  // shared memory
+  const int32_t* slot_key;  // shared memory: each slot's expert, or (keys) its (expert, slot) key
+  bool keys;
   int32_t rows;
   __device__ int32_t count() const { return rows; }
   __device__ int64_t slot(int64_t r) const { return row_slot[r]; }
+  __device__ int32_t expert(int64_t r) const {
+    const int32_t v = slot_key[row_slot[r]];
+    return keys ? v >> kKeySlotBits : v;
+  }
 };
 
 // ROW quantisation (per-token fp8), K a multiple of 8: one block per row (grid-stride over the
@@ -404,16 +414,21 @@ __global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParam
 // NVFP4 (W4A4), K a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
 // that exist), one 16-wide block per thread and step, 16-byte loads and stores. Values as
 // gather_kernel's NVFP4 case.
-__global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherParams p) {
-  chain_wait();
-  const int32_t rows = load_rows(p.rows);
+template <class Rows>
+__device__ void gather_nvfp4_vec_rows(const GatherParams& p, const Rows& src) {
+  const int32_t rows = src.count();
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const int64_t i = __ldg(p.row_slot + r), t = i / p.topk;
+    const int64_t i = src.slot(r), t = i / p.topk;
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
-    const float gs = 1.0f / p.nvfp4_input_scale[p.block.row_expert[r]];
+    const float gs = 1.0f / p.nvfp4_input_scale[src.expert(r)];
     quantise_nvfp4_row_vec(
         p.out, p.op, r * p.K, p.K, gs, [&](int64_t c, float (&v)[8]) { gemm1_values8(p, t, w, c, v); }, p.korder);
   }
+}
+
+__global__ void __launch_bounds__(kVecThreads) gather_nvfp4_vec_kernel(GatherParams p) {
+  chain_wait();
+  gather_nvfp4_vec_rows(p, GlobalRows{p.row_slot, p.rows, p.block.row_expert});
 }
 
 // The 8 operand values of the vector gathers as stored: converted (16-bit operands, 16 bytes) or
@@ -701,7 +716,6 @@ __device__ void small_plan_warp(const SmallPlanArgs& a, SmallPlanShared& sh, boo
 // read 4 at a time from shared memory). Block 0's offsets come from the rows in order:
 // expert_offsets[e] is the first row whose expert is >= e (binary search), tile_offsets[e] the
 // tiles of the expert groups before that row (an exclusive scan over the rows).
-constexpr int kKeySlotBits = 9;  // slot index bits of a key (kFusedPlanSlots <= 512)
 static_assert(kFusedPlanSlots <= (1 << kKeySlotBits), "plan keys hold the slot in kKeySlotBits");
 constexpr int32_t kNoKey = 0x7FFFFFFF;  // invalid slots (and the padding): above every valid key
 __device__ __forceinline__ int32_t key_expert(int32_t key) { return key >> kKeySlotBits; }
@@ -761,7 +775,7 @@ __device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
   if (a.slots > kWarpPlanSlots) {
     small_plan_block(a, sh, writer);
     __syncthreads();
-    return SharedRows{sh.row_slot, sh.rows};
+    return SharedRows{sh.row_slot, sh.expert, true, sh.rows};
   }
   if (threadIdx.x < 32) small_plan_warp(a, sh, writer);
   __syncthreads();
@@ -779,7 +793,7 @@ __device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
       a.plan.tile_offsets[e] = tiles;
     }
   }
-  return SharedRows{sh.row_slot, sh.rows};
+  return SharedRows{sh.row_slot, sh.expert, false, sh.rows};
 }
 
 // The same plan alone, for decode-sized calls whose gather does not take it (fp8-block and nvfp4
@@ -804,6 +818,19 @@ __global__ void __launch_bounds__(kVecThreads) plan_gather_row_vec_kernel(SmallP
   gather_row_vec_rows(p, small_plan(a, sh));
 }
 
+__global__ void __launch_bounds__(kVecThreads) plan_gather_nvfp4_vec_kernel(SmallPlanArgs a, GatherParams p) {
+  chain_wait();
+  __shared__ SmallPlanShared sh;
+  gather_nvfp4_vec_rows(p, small_plan(a, sh));
+}
+
+// NVFP4 activations (W4A4) by the vector kernel (gather_nvfp4_vec_kernel): 16-wide blocks of a
+// 16-bit operand.
+bool nvfp4_vec_gather_applies(const GatherParams& p) {
+  return p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.K % 16 == 0 && aligned_to(p.x, 16) &&
+         aligned_to(p.out, 16);
+}
+
 // Which of the vector gathers serves p.
 enum class VecGather { NONE, VEC, ROW };  // VEC: gather_vec_kernel, ROW: gather_row_vec_kernel
 VecGather vec_gather_kind(const GatherParams& p) {
@@ -819,13 +846,15 @@ VecGather vec_gather_kind(const GatherParams& p) {
 
 int row_threads(int64_t cols) { return cols >= 1024 ? 256 : 128; }
 
-// Slots up to which the plan runs in one block of shared-memory steps (plan_tiny_kernel, the
-// plan_gather kernels); FUSEDMOE_WIDE_PLAN=0 holds it at one warp's 32 slots (the rule before
-// small_plan_block, for same-binary A/B runs).
-int64_t fused_plan_slots() {
+// FUSEDMOE_WIDE_PLAN=0: the rule before 2026-11-27 for same-binary A/B runs - the plan in one
+// block (plan_tiny_kernel, the plan_gather kernels) only up to one warp's 32 slots, and no nvfp4
+// gather with the plan inside.
+bool narrow_plan() {
   static const bool narrow = env_switch_is_zero("FUSEDMOE_WIDE_PLAN");
-  return narrow ? kWarpPlanSlots : kFusedPlanSlots;
+  return narrow;
 }
+// Slots up to which the plan runs in one block of shared-memory steps.
+int64_t fused_plan_slots() { return narrow_plan() ? kWarpPlanSlots : kFusedPlanSlots; }
 
 }  // namespace
 
@@ -876,10 +905,6 @@ static bool block_vec_gather_applies(const GatherParams& p) {
   return p.quant == Fp8Quant::BLOCK && p.K % kFp8Block == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 8);
 }
 
-static bool nvfp4_vec_gather_applies(const GatherParams& p) {
-  return p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.K % 16 == 0 && aligned_to(p.x, 16) &&
-         aligned_to(p.out, 16);
-}
 
 bool token_gather_applies(const GatherParams& p) {
   return !p.on_input && p.slot_row != nullptr && p.topk >= 2 && p.M >= kTokenGatherMinTokens &&
@@ -949,7 +974,8 @@ bool plan_gather_fused_applies(const GatherParams& p, int64_t slots) {
   // The amax of router-weighted rows (TENSOR_DYNAMIC with the weight on the input) reads the plan
   // before the gather, so that call keeps the plan kernel.
   const bool amax_needs_plan = p.quant == Fp8Quant::TENSOR_DYNAMIC && p.on_input;
-  return slots >= 1 && slots <= fused_plan_slots() && !amax_needs_plan && vec_gather_kind(p) != VecGather::NONE;
+  return slots >= 1 && slots <= fused_plan_slots() && !amax_needs_plan &&
+         (vec_gather_kind(p) != VecGather::NONE || (nvfp4_vec_gather_applies(p) && !narrow_plan()));
 }
 
 void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, int E, int64_t num_global,
@@ -958,7 +984,9 @@ void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, 
     throw Error("plan + gather in one kernel: the call is not one plan_gather_fused_applies() accepts (slots " +
                 std::to_string(slots) + ", K " + std::to_string(p.K) + ")");
   const SmallPlanArgs a{ids, emap, static_cast<int>(slots), E, num_global, plan};
-  if (vec_gather_kind(p) == VecGather::ROW)
+  if (nvfp4_vec_gather_applies(p))
+    launch_chained(plan_gather_nvfp4_vec_kernel, row_grid(slots), row_threads8(p.K / 2), 0, stream, a, p);
+  else if (vec_gather_kind(p) == VecGather::ROW)
     launch_chained(plan_gather_row_vec_kernel, row_grid(slots), row_threads8(p.K), 0, stream, a, p);
   else
     launch_chained(plan_gather_vec_kernel, vec_grid(slots * (p.K / 8)), kVecThreads, 0, stream, a, p);

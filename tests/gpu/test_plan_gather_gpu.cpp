@@ -2,7 +2,8 @@
 // block places the (at most 256) slots itself and block 0 writes the plan arrays. It must give the
 // same plan arrays as launch_plan and the same operand rows (and per-token scales) as
 // launch_gather after it, for ids out of range, an expert map with unmapped experts, every
-// vector gather format, with and without the router weight on the input. The fused kernel writes
+// vector gather format (nvfp4 too: each row's expert from the block's own plan), with and without
+// the router weight on the input. The fused kernel writes
 // into poisoned buffers, so a value it leaves unwritten cannot pass.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -38,6 +39,7 @@ const Format kFormats[] = {
     {"fp8_dynamic", DType::BF16, Operand::FP8, Fp8Quant::TENSOR_DYNAMIC},
     {"fp8_row", DType::BF16, Operand::FP8, Fp8Quant::ROW},
     {"f32_row_to_bf16", DType::F32, Operand::BF16, Fp8Quant::ROW},
+    {"nvfp4", DType::BF16, Operand::BF16, Fp8Quant::NVFP4},  // W4A4: each row's expert's input scale
 };
 
 // slots, local experts, the Format index, expert map (num_global = 2E, a third unmapped), on input
@@ -69,7 +71,9 @@ TEST_P(PlanGather, SamePlanAndRowsAsPlanThenGather) {
   FMOE_REQUIRE_GPU();
   const auto [slots, E, fi, mapped, on_input] = GetParam();
   const Format& f = kFormats[fi];
-  const int64_t topk = slots % 4 == 0 ? 4 : 1, M = slots / topk, K = 1032;  // K: 129 vectors of 8
+  const bool nvfp4 = f.quant == Fp8Quant::NVFP4;
+  // K: 129 vectors of 8; nvfp4 65 blocks of 16.
+  const int64_t topk = slots % 4 == 0 ? 4 : 1, M = slots / topk, K = nvfp4 ? 1040 : 1032;
   std::mt19937 rng(static_cast<uint32_t>(slots * 7 + E * 13 + fi * 3 + mapped * 101 + on_input * 211));
   const int64_t num_global = mapped ? 2 * E : E;
   std::vector<int32_t> emap;
@@ -102,6 +106,9 @@ TEST_P(PlanGather, SamePlanAndRowsAsPlanThenGather) {
   uint32_t amax_bits;
   std::memcpy(&amax_bits, &amax, 4);
   DeviceBuffer amax_d = upload_vec(std::vector<uint32_t>{amax_bits});
+  std::vector<float> in_scale(E);  // nvfp4 input scales per local expert
+  for (auto& v : in_scale) v = 0.002f + static_cast<float>(rng() % 1000) * 1e-5f;
+  DeviceBuffer in_scale_d = upload_vec(in_scale);
 
   const int64_t code_bytes = K * (f.op == Operand::FP8 ? 1 : 2);
   DevicePlan ref(ids, E, emap, num_global);  // launch_plan
@@ -118,6 +125,12 @@ TEST_P(PlanGather, SamePlanAndRowsAsPlanThenGather) {
     gp.row_scale = static_cast<float*>(rs.get());
     if (f.quant == Fp8Quant::TENSOR_STATIC) gp.scale = {static_cast<const float*>(scale_d.get()), false};
     if (f.quant == Fp8Quant::TENSOR_DYNAMIC) gp.scale = {static_cast<const float*>(amax_d.get()), true};
+    if (nvfp4) {
+      // The plan kernel's row_expert; the fused kernel's (poisoned until its block 0 writes it)
+      // must not be read: it takes each row's expert from its own plan.
+      gp.block.row_expert = plan.p.row_expert;
+      gp.nvfp4_input_scale = static_cast<const float*>(in_scale_d.get());
+    }
     return gp;
   };
   const cuda::GatherParams gp_ref = params(ref, out_ref, rs_ref), gp_got = params(got, out_got, rs_got);
@@ -152,7 +165,7 @@ TEST_P(PlanGather, SamePlanAndRowsAsPlanThenGather) {
 // slots on a few experts, E = 256 spreads them.
 INSTANTIATE_TEST_SUITE_P(
     Cases, PlanGather,
-    ::testing::Combine(::testing::Values(1, 8, 16, 31, 32, 33, 100, 256), ::testing::Values(4, 256), ::testing::Range(0, 6),
+    ::testing::Combine(::testing::Values(1, 8, 16, 31, 32, 33, 100, 256), ::testing::Values(4, 256), ::testing::Range(0, 7),
                        ::testing::Bool(), ::testing::Bool()),
     [](const auto& info) { return name_of(info.param); });
 
@@ -175,6 +188,11 @@ TEST(PlanGatherRule, RefusesWhatItCannotPlace) {
   gp.quant = Fp8Quant::NONE;
   gp.op = Operand::BF16;
   gp.K = 1020;  // not a multiple of 8: the general gather
+  EXPECT_FALSE(cuda::plan_gather_fused_applies(gp, 8));
+  gp.quant = Fp8Quant::NVFP4;  // the nvfp4 vector gather: 16-wide blocks
+  gp.K = 1040;
+  EXPECT_TRUE(cuda::plan_gather_fused_applies(gp, 8));
+  gp.K = 1032;
   EXPECT_FALSE(cuda::plan_gather_fused_applies(gp, 8));
 }
 
