@@ -43,9 +43,6 @@ struct DecodeLayerParams {
   // fp8 kernel: the last warp prefetches the first GEMM1 load round while the others quantise x
   // (set by the launcher: fp8-channel, decode_layer.cu dl_prefetch_on).
   bool prefetch_first_round = false;
-  // 4-bit kernel (set by its launcher, decode_layer_w4.cu w4_prefetch_mode): 1 = every GEMM1 row
-  // of the CTA's tasks asked into L2 at the start (bulk prefetches), 2 = and its W2 slices; 0 = none.
-  int w4_prefetch = 0;
 };
 
 // Largest top-k the kernel takes (its GEMM2 keeps every slot's W2 slice in shared memory).

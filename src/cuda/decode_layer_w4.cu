@@ -32,7 +32,6 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include <cstdlib>
 #include <string>
 
 #include "cuda/activation_math.cuh"
@@ -197,35 +196,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   // decode_layer.cu: loaded after x's quantisation they waited for it).
   const int32_t slot_id = tid < topk ? p.ids[tid] : -1;
   const float slot_weight = tid < topk ? p.fin.topk_weights[tid] : 0.0f;
-  // 0. The CTA's GEMM1 rows (and, mode 2, its W2 slices) asked into L2 before anything else, so
-  // that HBM streams while x is rounded and the first tasks start (their loads then hit L2): one
-  // (task, row) per thread, the tasks in the order the halves take them (see 2.), a bulk prefetch
-  // of the packed row and a line prefetch of its linear scales.
-  if (p.w4_prefetch > 0) {
-    const int blocks = static_cast<int>((N + kOuts - 1) / kOuts), tasks = topk * blocks;
-    const int stride = static_cast<int>(gridDim.x) * kHalves;
-    for (int q = tid;; q += kThreads) {
-      const int j = q / (2 * kOuts), r = q % (2 * kOuts);  // the CTA's j-th task, its gate (r < 8) / up row
-      const int task = static_cast<int>(blockIdx.x) * kHalves + j % kHalves + (j / kHalves) * stride;
-      if (task >= tasks) break;  // increasing in j
-      const int s = task / blocks;
-      const int64_t n = static_cast<int64_t>(task - s * blocks) * kOuts + (r % kOuts);
-      const int32_t e = local_expert_of(__ldg(p.ids + s), p.expert_map, p.num_experts, p.num_global);
-      if (e < 0 || n >= N) continue;
-      int64_t gi = 0, ui = 0;
-      gate_up_columns(p.act, n, gi, ui);
-      const int64_t row = r < kOuts ? gi : ui;
-      bulk_prefetch_l2(p.w4_13.w + (static_cast<int64_t>(e) * p.act.R + row) * hk, static_cast<uint32_t>(hk));
-      if (F == kInt4 || !p.w4_13.swizzled)
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(scale_at<F>(p.w4_13, e, row, 0)));
-    }
-    if (p.w4_prefetch > 1 && tid < topk) {
-      const int32_t e = local_expert_of(slot_id, p.expert_map, p.num_experts, p.num_global);
-      const int64_t c0p = static_cast<int64_t>(blockIdx.x) * cols, nc = K - c0p < cols ? K - c0p : cols;
-      if (e >= 0 && nc > 0)
-        bulk_prefetch_l2(p.w4_2.w + (static_cast<int64_t>(e) * K + c0p) * hn, static_cast<uint32_t>(nc * hn));
-    }
-  }
   // x (in mma_order): bf16, or (kRow) its row's e4m3 codes as 16-bit values after a block-wide
   // amax (the gather's ROW case).
   float s1 = 1.0f;
@@ -597,15 +567,6 @@ void launch_w4(const DecodeLayerParams& p, int64_t cols, int64_t smem, cudaStrea
     launch_cooperative<decode_layer_w4_kernel<kNv, kU, kBf16>>(p, cols, smem, stream);
 }
 
-// The start-of-kernel L2 prefetch (kernel step 0): FUSEDMOE_DL_W4_PREFETCH=0 / 1 / 2 for A/B runs.
-int w4_prefetch_mode() {
-  static const int mode = [] {
-    const char* e = std::getenv("FUSEDMOE_DL_W4_PREFETCH");
-    return e && e[0] >= '0' && e[0] <= '2' && e[1] == 0 ? e[0] - '0' : 1;
-  }();
-  return mode;
-}
-
 }  // namespace
 
 int64_t decode_layer_w4_cols(int64_t K, int sm_count) {
@@ -672,11 +633,9 @@ void launch_decode_layer_w4(const DecodeLayerParams& p, cudaStream_t stream) {
                 std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
   const int64_t cols = decode_layer_w4_cols(p.gather.K, p.sm_count), smem = decode_layer_w4_smem_bytes(p);
   const int64_t kblocks = (p.gather.K + kKBlockValues - 1) / kKBlockValues, u = (kblocks + kHalfWarps - 1) / kHalfWarps;
-  DecodeLayerParams q = p;
-  q.w4_prefetch = w4_prefetch_mode();
-  if (u <= 2) launch_w4<2>(q, cols, smem, stream);
-  else if (u == 3) launch_w4<3>(q, cols, smem, stream);
-  else launch_w4<4>(q, cols, smem, stream);
+  if (u <= 2) launch_w4<2>(p, cols, smem, stream);
+  else if (u == 3) launch_w4<3>(p, cols, smem, stream);
+  else launch_w4<4>(p, cols, smem, stream);
 }
 
 }  // namespace fusedmoe::cuda
