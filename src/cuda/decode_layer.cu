@@ -317,30 +317,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           }
           xv[u] = in ? ld_shared16(xs + off + 16 * q) : make_uint4(0, 0, 0, 0);
         }
-        // The half's next task: its first round's lines (one lane per 128-byte unit) asked into
-        // L2 behind this round's loads, so that task's loads hit L2 after this one's barrier.
-        if (p.prefetch_next_task && kb == static_cast<int64_t>(hw) * kUnits && q == 0) {
-          int64_t nt = task + static_cast<int64_t>(gridDim.x) * kHalves;
-          while (nt < tasks && expert[nt / blocks] < 0) nt += static_cast<int64_t>(gridDim.x) * kHalves;
-          if (nt < tasks) {
-            const int ns = static_cast<int>(nt / blocks);
-            const int64_t nob = nt % blocks, ner = static_cast<int64_t>(expert[ns]) * ap.R;
-#pragma unroll
-            for (int pp = 0; pp < 2; ++pp) {
-              const int64_t n = nob * kOuts + 4 * pp + r;
-              if (n >= N) continue;
-              int64_t gi = 0, ui = 0;
-              gate_up_columns(ap, n, gi, ui);
-#pragma unroll
-              for (int u = 0; u < kUnits; ++u) {
-                const int64_t off = (kb + u) * kUnitBytes;
-                if (kb + u >= units) break;
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(w13 + (ner + gi) * x_row + off));
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(w13 + (ner + ui) * x_row + off));
-              }
-            }
-          }
-        }
 #pragma unroll
         for (int u = 0; u < kUnits; ++u) {
           if (kb + u >= units) break;
@@ -572,12 +548,6 @@ bool dl_prefetch_on() {
   return on;
 }
 
-// The next task's first-round prefetch (kernel step 2): FUSEDMOE_DL_NEXT_PREFETCH=0 turns it off.
-bool dl_next_prefetch_on() {
-  static const bool on = !env_switch_is_zero("FUSEDMOE_DL_NEXT_PREFETCH");
-  return on;
-}
-
 template <int kMode>
 void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t cols = decode_layer_cols(p.gather.K, p.sm_count);
@@ -585,7 +555,6 @@ void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
       decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode == kChannelMode);
   DecodeLayerParams q = p;
   q.prefetch_first_round = kMode == kChannelMode && dl_prefetch_on();
-  q.prefetch_next_task = dl_next_prefetch_on();
   launch_cooperative<decode_layer_kernel<kMode>>(q, cols, smem, stream);
 }
 

@@ -43,9 +43,6 @@ struct DecodeLayerParams {
   // fp8 kernel: the last warp prefetches the first GEMM1 load round while the others quantise x
   // (set by the launcher: fp8-channel, decode_layer.cu dl_prefetch_on).
   bool prefetch_first_round = false;
-  // fp8 kernel: each half asks the first load round of its next task into L2 while the current
-  // task's loads are in flight (set by the launcher, decode_layer.cu dl_next_prefetch_on).
-  bool prefetch_next_task = false;
 };
 
 // Largest top-k the kernel takes (its GEMM2 keeps every slot's W2 slice in shared memory).
