@@ -717,6 +717,7 @@ __device__ void small_plan_warp(const SmallPlanArgs& a, SmallPlanShared& sh, boo
 // expert_offsets[e] is the first row whose expert is >= e (binary search), tile_offsets[e] the
 // tiles of the expert groups before that row (an exclusive scan over the rows).
 static_assert(kFusedPlanSlots <= (1 << kKeySlotBits), "plan keys hold the slot in kKeySlotBits");
+static_assert((static_cast<int64_t>(kMaxExperts) << kKeySlotBits) < 0x7FFFFFFF, "plan keys hold the expert");
 constexpr int32_t kNoKey = 0x7FFFFFFF;  // invalid slots (and the padding): above every valid key
 __device__ __forceinline__ int32_t key_expert(int32_t key) { return key >> kKeySlotBits; }
 
