@@ -102,8 +102,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   __shared__ int32_t expert[kMaxSlots];
   __shared__ float weight[kMaxSlots], factor[kMaxSlots];
   __shared__ float a1_tensor, a2_tensor, act_s2;
-  __shared__ float part[kHalves][kPartBufs][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by it % kPartBufs
-  __shared__ __align__(8) uint64_t part_full[kHalves][kPartBufs], part_empty[kHalves][kPartBufs];
+  __shared__ float part[kHalves][2][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by task parity
   __shared__ float ys[4][kMaxSlots][kMaxCols];              // GEMM2 sums of the CTA's columns, by k part
   __shared__ float xsc[kBlock ? kMaxKGroups : 1];            // fp8-block: x's group scales
   __shared__ float sa2[kStaged ? kMaxSlots : 1][kBlock ? kMaxNGroups : 1];  // GEMM2 operand scales (staged modes)
@@ -210,7 +209,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   }
   if (tid == 0) {
     mbar_init(&w2_bar, 1);
-    part_handoff_init(part_full, part_empty);
     mbar_init(&a2_bar, 1);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
@@ -245,7 +243,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
   {
     const ActivationParams& ap = p.act;
     const int half = warp / kHalfWarps, hw = warp % kHalfWarps;
-    const PartHandoff handoff{part_full[half], part_empty[half], p.async_epilogue};
     const int64_t blocks = (N + kOuts - 1) / kOuts, tasks = topk * blocks;
     const uint8_t* w13 = static_cast<const uint8_t*>(p.w13);
     int it = 0;
@@ -255,8 +252,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       const int64_t ob = task % blocks;
       const int e = expert[s];
       if (e < 0) continue;  // the same for every warp of the half
-      const int buf = it % kPartBufs, pit = it;
-      const bool epi_warp = hw == (it % kHalfWarps), epi = epi_warp && lane < kOuts;  // this task's epilogue warp / lanes
+      const int buf = it & 1;
+      const bool epi = hw == (it % kHalfWarps) && lane < kOuts;  // this task's epilogue lanes
       ++it;
       // The epilogue's inputs other than the sums, loaded before the weights so they arrive with them.
       const int64_t ne = ob * kOuts + lane;
@@ -349,7 +346,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       }
       // Row r of pass pp: gate C[2r][0] (lane 8r's c[0]) + C[2r + 1][1] (lane 8r + 4's c[1]); up
       // likewise from c[2] / c[3] (fragment rows 2r + 8, 2r + 9).
-      handoff.before_write(pit);
 #pragma unroll
       for (int pp = 0; pp < 2; ++pp) {
         const float g1 = __shfl_down_sync(0xffffffffu, c[pp][1], 4);
@@ -359,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
           part[half][buf][hw][1][4 * pp + r] = c[pp][2] + u1;
         }
       }
-      handoff.after_write(pit, half, epi_warp);
+      half_barrier(half);
       if (epi && ne < N) {
         float gate, up;
         sum_task_parts(part[half][buf], lane, gate, up);
@@ -380,7 +376,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
         if constexpr (kStaged) p.stage[s * N + ne] = st.value(ap, gate, up, bg, bu);
         else st.store(ap, s, ne, gate, up, bg, bu);
       }
-      handoff.after_read(pit, epi_warp);
     }
   }
 
@@ -560,16 +555,10 @@ void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
       decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode == kChannelMode);
   DecodeLayerParams q = p;
   q.prefetch_first_round = kMode == kChannelMode && dl_prefetch_on();
-  q.async_epilogue = dl_async_epilogue_on();
   launch_cooperative<decode_layer_kernel<kMode>>(q, cols, smem, stream);
 }
 
 }  // namespace
-
-bool dl_async_epilogue_on() {
-  static const bool on = !env_switch_is_zero("FUSEDMOE_DL_ASYNC_EPI");
-  return on;
-}
 
 int64_t decode_layer_cols(int64_t K, int sm_count) {
   if (sm_count <= 0) return 0;

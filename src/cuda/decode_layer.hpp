@@ -43,15 +43,7 @@ struct DecodeLayerParams {
   // fp8 kernel: the last warp prefetches the first GEMM1 load round while the others quantise x
   // (set by the launcher: fp8-channel, decode_layer.cu dl_prefetch_on).
   bool prefetch_first_round = false;
-  // Both kernels: GEMM1's partial sums handed to the epilogue warps through mbarriers
-  // (decode_layer_common.cuh PartHandoff) instead of a half barrier per task (set by the
-  // launchers: dl_async_epilogue_on).
-  bool async_epilogue = false;
 };
-
-// Whether the one-token kernels hand GEMM1's partial sums to the epilogue warps asynchronously
-// (DecodeLayerParams::async_epilogue); FUSEDMOE_DL_ASYNC_EPI=0 turns it off (diagnostic switch).
-bool dl_async_epilogue_on();
 
 // Largest top-k the kernel takes (its GEMM2 keeps every slot's W2 slice in shared memory).
 constexpr int64_t kDecodeLayerMaxTopk = 8;

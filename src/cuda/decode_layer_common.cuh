@@ -2,7 +2,6 @@
 // What the one-token layer kernels share (decode_layer.cu: fp8 weights; decode_layer_w4.cu:
 // MXFP4 / NVFP4 weights): the CTA shape (one 512-thread CTA per SM, two halves of 8 warps running
 // GEMM1 tasks), the half barrier, the loads of rows other CTAs wrote, and the cooperative launch.
-#include "cuda/mbarrier.cuh"
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -77,48 +76,6 @@ __device__ __forceinline__ float quantise_staged_row(const float4* row, int lane
 
 __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
-}
-
-// The hand-off of a GEMM1 task's partial sums to its epilogue warp. Blocking (every warp of the
-// half meets at a named barrier per task) or asynchronous: kPartBufs buffers per half, each with a
-// `full` mbarrier (one arrival per warp after writing its sums) that only the task's epilogue warp
-// waits on, and an `empty` mbarrier (the epilogue warp's arrival after reading) that the writers
-// of the buffer's next use wait on - so the other warps run up to kPartBufs - 1 tasks ahead of an
-// epilogue instead of waiting for it at every task.
-constexpr int kPartBufs = 4;
-struct PartHandoff {
-  uint64_t* full;   // [kPartBufs] of this half
-  uint64_t* empty;  // [kPartBufs]
-  bool async;
-  // Before a warp writes buffer it % kPartBufs for task `it`.
-  __device__ __forceinline__ void before_write(int it) const {
-    const int use = it / kPartBufs;
-    if (async && use > 0) mbar_wait(&empty[it % kPartBufs], (use - 1) & 1);
-  }
-  // After it wrote its sums: the epilogue warp returns once every warp's sums are there.
-  __device__ __forceinline__ void after_write(int it, int half, bool epi_warp) const {
-    if (!async) {
-      half_barrier(half);
-      return;
-    }
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) mbar_arrive(&full[it % kPartBufs]);
-    if (epi_warp) mbar_wait(&full[it % kPartBufs], (it / kPartBufs) & 1);
-  }
-  // The epilogue warp, after it read the sums.
-  __device__ __forceinline__ void after_read(int it, bool epi_warp) const {
-    if (!async || !epi_warp) return;
-    __syncwarp();
-    if ((threadIdx.x & 31) == 0) mbar_arrive(&empty[it % kPartBufs]);
-  }
-};
-__device__ __forceinline__ void part_handoff_init(uint64_t (&full)[kHalves][kPartBufs],
-                                                  uint64_t (&empty)[kHalves][kPartBufs]) {
-  for (int h = 0; h < kHalves; ++h)
-    for (int b = 0; b < kPartBufs; ++b) {
-      mbar_init(&full[h][b], kHalfWarps);
-      mbar_init(&empty[h][b], 1);
-    }
 }
 
 // A GEMM1 task's gate / up sums of output `o`: the partial sums of its kW warps ([warp][gate, up]

@@ -157,8 +157,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   __shared__ uint32_t table[256];  // scale code -> decode_word's bf16x2 multiplier
   __shared__ int32_t expert[kMaxSlots];
   __shared__ float weight[kMaxSlots], factor[kMaxSlots];
-  __shared__ float part[kHalves][kPartBufs][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by it % kPartBufs
-  __shared__ __align__(8) uint64_t part_full[kHalves][kPartBufs], part_empty[kHalves][kPartBufs];
+  __shared__ float part[kHalves][2][kHalfWarps][2][kOuts];  // each warp's gate / up sums, by task parity
   // GEMM2 sums of the CTA's columns by k part. 4 KB (at most 32 columns: K <= 4224 on 132 SMs):
   // with the fp8 kernel's [4][8][128] (16 KB) gpt-oss-120b mxfp4 needed the 196 KB shared-memory
   // configuration instead of 164 (L1 60 KB instead of 92; 0.990x the layer time with 92). L1 holds
@@ -225,7 +224,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     for (int i = tid; i < 256; i += kThreads) table[i] = scale_bits<F>(static_cast<uint32_t>(i));
   if (tid == 0) {
     mbar_init(&w2_bar, 1);
-    part_handoff_init(part_full, part_empty);
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
   __syncthreads();
@@ -286,7 +284,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
   {
     const ActivationParams& ap = p.act;
     const int half = warp / kHalfWarps, hw = warp % kHalfWarps;
-    const PartHandoff handoff{part_full[half], part_empty[half], p.async_epilogue};
     const int blocks = static_cast<int>((N + kOuts - 1) / kOuts), tasks = topk * blocks;
     const int kblocks = static_cast<int>((K + kKBlockValues - 1) / kKBlockValues);
     const int sstep = scale_step<F>(p.w4_13);
@@ -385,16 +382,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         issue_w2();
         w2_issued = true;
       }
-      const int buf = it % kPartBufs, pit = it;
-      const bool epi_warp = hw == (it % kHalfWarps), epi = epi_warp && lane < kOuts;  // this task's epilogue warp / lanes
+      const int buf = it & 1;
+      const bool epi = hw == (it % kHalfWarps) && lane < kOuts;  // this task's epilogue lanes
       ++it;
       // C fragment: c[0] = gate sum, c[2] = up sum of output ob * 8 + g (every column the same).
-      handoff.before_write(pit);
       if (t == 0) {
         part[half][buf][hw][0][g] = c[0];
         part[half][buf][hw][1][g] = c[2];
       }
-      handoff.after_write(pit, half, epi_warp);
+      half_barrier(half);
       const int64_t ne = static_cast<int64_t>(j.ob) * kOuts + lane;
       if (epi && ne < N) {
         float gate, up;
@@ -408,7 +404,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         if constexpr (kStaged) p.stage[j.s * N + ne] = v;  // quantised after the barrier
         else static_cast<__nv_bfloat16*>(ap.out)[j.s * N + w4_mma_pos(ne)] = __float2bfloat16_rn(v);
       }
-      handoff.after_read(pit, epi_warp);
     };
     Job A, B;
     int task = next_task(static_cast<int>(blockIdx.x) * kHalves + half);
@@ -638,11 +633,9 @@ void launch_decode_layer_w4(const DecodeLayerParams& p, cudaStream_t stream) {
                 std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
   const int64_t cols = decode_layer_w4_cols(p.gather.K, p.sm_count), smem = decode_layer_w4_smem_bytes(p);
   const int64_t kblocks = (p.gather.K + kKBlockValues - 1) / kKBlockValues, u = (kblocks + kHalfWarps - 1) / kHalfWarps;
-  DecodeLayerParams q = p;
-  q.async_epilogue = dl_async_epilogue_on();
-  if (u <= 2) launch_w4<2>(q, cols, smem, stream);
-  else if (u == 3) launch_w4<3>(q, cols, smem, stream);
-  else launch_w4<4>(q, cols, smem, stream);
+  if (u <= 2) launch_w4<2>(p, cols, smem, stream);
+  else if (u == 3) launch_w4<3>(p, cols, smem, stream);
+  else launch_w4<4>(p, cols, smem, stream);
 }
 
 }  // namespace fusedmoe::cuda
