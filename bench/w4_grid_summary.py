@@ -3,13 +3,18 @@ the best peer of the same run and the ratio to an older grid's time (a different
 only), then the issue-6 targets per preset and format (grids without 4096 tokens show '-').
 
     python3 bench/w4_grid_summary.py fusedmoe-bench.json peers.json [OLD_fusedmoe-bench.json] > summary.md
+
+A JSON file stored gzipped in bench/results (NAME.json.gz) is read under either name.
 """
-import json
+import os
 import sys
 
-cur = json.load(open(sys.argv[1]))
-peers = json.load(open(sys.argv[2]))
-old = json.load(open(sys.argv[3])) if len(sys.argv) > 3 else None
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from report import load_json  # noqa: E402  (a JSON file or its .gz copy)
+
+cur = load_json(sys.argv[1])
+peers = load_json(sys.argv[2])
+old = load_json(sys.argv[3]) if len(sys.argv) > 3 else None
 ceil = cur["ceilings"]
 
 
