@@ -366,6 +366,7 @@ struct GlobalRows {
   __device__ int32_t expert(int64_t r) const { return __ldg(row_expert + r); }
 };
 constexpr int kKeySlotBits = 9;  // slot index bits of small_plan_block's (expert, slot) keys
+__device__ __forceinline__ int32_t key_expert(int32_t key) { return key >> kKeySlotBits; }
 struct SharedRows {
   const int32_t* row_slot;  // shared memory
   const int32_t* slot_key;  // shared memory: each slot's expert, or (keys) its (expert, slot) key
@@ -375,7 +376,7 @@ struct SharedRows {
   __device__ int64_t slot(int64_t r) const { return row_slot[r]; }
   __device__ int32_t expert(int64_t r) const {
     const int32_t v = slot_key[row_slot[r]];
-    return keys ? v >> kKeySlotBits : v;
+    return keys ? key_expert(v) : v;
   }
 };
 
@@ -719,7 +720,6 @@ __device__ void small_plan_warp(const SmallPlanArgs& a, SmallPlanShared& sh, boo
 static_assert(kFusedPlanSlots <= (1 << kKeySlotBits), "plan keys hold the slot in kKeySlotBits");
 static_assert((static_cast<int64_t>(kMaxExperts) << kKeySlotBits) < 0x7FFFFFFF, "plan keys hold the expert");
 constexpr int32_t kNoKey = 0x7FFFFFFF;  // invalid slots (and the padding): above every valid key
-__device__ __forceinline__ int32_t key_expert(int32_t key) { return key >> kKeySlotBits; }
 
 __device__ void small_plan_block(const SmallPlanArgs& a, SmallPlanShared& sh, bool writer) {
   int32_t* key = sh.expert;  // this path's keys
