@@ -24,8 +24,9 @@
 // drain. Sums are in the MMA's order (deterministic; within rounding of the chain's kernels).
 // Where its time goes (globaltimer stamps per CTA, H100, Qwen3-30B-A3B static fp8-tensor, L2
 // flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load rounds of 64 KB per SM in flight, ~2.2 TB/s
-// with the W2 copies), barrier ~1 us, GEMM2 + top-k sum ~3.4 us - more than its instructions
-// explain; not resolved (NOTES.md).
+// with the W2 copies), barrier ~1.4 us, GEMM2 ~2 us + top-k sum ~1.5 us - more than their
+// instructions explain, as long on a second pass, not the F2FP rate (NOTES.md; wgmma GEMMs and
+// other tail changes measured and rejected, bench/results/2026-11-27-h100-decode-tail).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     const int64_t units = (x_row + kUnitBytes - 1) / kUnitBytes;
 #pragma unroll
     for (int h = 0; h < kHalves; ++h) {
-      const int64_t task = static_cast<int64_t>(blockIdx.x) * kHalves + h;
+      const int64_t task = first_task(p, h);
       if (task >= tasks) break;
       const int sl = static_cast<int>(task / blocks);
       const int64_t ob = task % blocks;
@@ -246,7 +247,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     const int64_t blocks = (N + kOuts - 1) / kOuts, tasks = topk * blocks;
     const uint8_t* w13 = static_cast<const uint8_t*>(p.w13);
     int it = 0;
-    for (int64_t task = static_cast<int64_t>(blockIdx.x) * kHalves + half; task < tasks;
+    for (int64_t task = first_task(p, half); task < tasks;
          task += static_cast<int64_t>(gridDim.x) * kHalves) {
       const int s = static_cast<int>(task / blocks);
       const int64_t ob = task % blocks;
@@ -555,10 +556,16 @@ void launch_fp8(const DecodeLayerParams& p, cudaStream_t stream) {
       decode_layer_smem_bytes(p.gather.K, p.act.N, p.gather.topk, p.sm_count, kMode == kChannelMode);
   DecodeLayerParams q = p;
   q.prefetch_first_round = kMode == kChannelMode && dl_prefetch_on();
+  q.half_major_tasks = dl_half_major_tasks();
   launch_cooperative<decode_layer_kernel<kMode>>(q, cols, smem, stream);
 }
 
 }  // namespace
+
+bool decode_layer::dl_half_major_tasks() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_DL_TASK_ORDER");
+  return on;
+}
 
 int64_t decode_layer_cols(int64_t K, int sm_count) {
   if (sm_count <= 0) return 0;

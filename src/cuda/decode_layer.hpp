@@ -43,6 +43,10 @@ struct DecodeLayerParams {
   // fp8 kernel: the last warp prefetches the first GEMM1 load round while the others quantise x
   // (set by the launcher: fp8-channel, decode_layer.cu dl_prefetch_on).
   bool prefetch_first_round = false;
+  // GEMM1 task order (set by the launchers, decode_layer_common.cuh first_task): true = each
+  // round's tasks fill half 0 of every CTA before half 1 (a last, partial round spreads over
+  // CTAs instead of giving both halves of the first CTAs one more task).
+  bool half_major_tasks = true;
 };
 
 // Largest top-k the kernel takes (its GEMM2 keeps every slot's W2 slice in shared memory).

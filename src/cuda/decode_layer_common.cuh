@@ -74,6 +74,17 @@ __device__ __forceinline__ float quantise_staged_row(const float4* row, int lane
   return s;
 }
 
+// A CTA half's first GEMM1 task; the next ones follow every gridDim.x * kHalves tasks. Half-major:
+// round r's tasks r * 2G + h * G + b (G CTAs), so the last, partial round gives one more task to
+// half 0 of as many CTAs as it has tasks, not to both halves of half as many CTAs (the SM of a
+// CTA with one half still busy runs that half alone).
+__device__ __forceinline__ int64_t first_task(const DecodeLayerParams& p, int half) {
+  return p.half_major_tasks ? static_cast<int64_t>(half) * gridDim.x + blockIdx.x
+                            : static_cast<int64_t>(blockIdx.x) * kHalves + half;
+}
+// FUSEDMOE_DL_TASK_ORDER=0: the CTA-major order (both halves of a CTA take adjacent tasks).
+bool dl_half_major_tasks();
+
 __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");
 }

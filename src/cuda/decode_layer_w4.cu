@@ -406,7 +406,7 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       }
     };
     Job A, B;
-    int task = next_task(static_cast<int>(blockIdx.x) * kHalves + half);
+    int task = next_task(static_cast<int>(first_task(p, half)));
     if (task < tasks) issue(task, A);
     while (task < tasks) {
       int nt = next_task(task + stride);
@@ -633,9 +633,11 @@ void launch_decode_layer_w4(const DecodeLayerParams& p, cudaStream_t stream) {
                 std::to_string(p.gather.topk) + ", M " + std::to_string(p.fin.M) + ")");
   const int64_t cols = decode_layer_w4_cols(p.gather.K, p.sm_count), smem = decode_layer_w4_smem_bytes(p);
   const int64_t kblocks = (p.gather.K + kKBlockValues - 1) / kKBlockValues, u = (kblocks + kHalfWarps - 1) / kHalfWarps;
-  if (u <= 2) launch_w4<2>(p, cols, smem, stream);
-  else if (u == 3) launch_w4<3>(p, cols, smem, stream);
-  else launch_w4<4>(p, cols, smem, stream);
+  DecodeLayerParams q = p;
+  q.half_major_tasks = dl_half_major_tasks();
+  if (u <= 2) launch_w4<2>(q, cols, smem, stream);
+  else if (u == 3) launch_w4<3>(q, cols, smem, stream);
+  else launch_w4<4>(q, cols, smem, stream);
 }
 
 }  // namespace fusedmoe::cuda
