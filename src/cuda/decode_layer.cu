@@ -24,9 +24,10 @@
 // drain. Sums are in the MMA's order (deterministic; within rounding of the chain's kernels).
 // Where its time goes (globaltimer stamps per CTA, H100, Qwen3-30B-A3B static fp8-tensor, L2
 // flushed): start (x, ids) ~2 us, GEMM1 ~17 us (load rounds of 64 KB per SM in flight, ~2.2 TB/s
-// with the W2 copies), barrier ~1.4 us, GEMM2 ~2 us + top-k sum ~1.5 us - more than their
-// instructions explain, as long on a second pass, not the F2FP rate (NOTES.md; wgmma GEMMs and
-// other tail changes measured and rejected, bench/results/2026-11-27-h100-decode-tail).
+// with the W2 copies), barrier ~1.4 us, GEMM2 ~2 us - more than its instructions explain, as long
+// on a second pass, not the F2FP rate (NOTES.md; wgmma GEMMs and other tail changes measured and
+// rejected, bench/results/2026-11-27-h100-decode-tail) - then the top-k sum (topk_sum_store: a
+// warp per slot since the ~1.5 us of one warp walking the slots).
 #include <cooperative_groups.h>
 #include <cuda_runtime.h>
 
@@ -476,13 +477,13 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
     if constexpr (!kStaged) mbar_wait(&a2_bar, 0);
     const int64_t qs = (ncols + 15) / 16;  // 16-column MMA row blocks
     const int64_t kblocks = (w2_row + kKBlockBytes - 1) / kKBlockBytes;
-    const int64_t pairs = topk * qs;
+    const int pairs = topk * static_cast<int>(qs);
     const int kparts = pairs * 4 <= kWarps ? 4 : pairs * 2 <= kWarps ? 2 : 1;
-    for (int64_t unit = warp; unit < pairs * kparts; unit += kWarps) {
-      const int64_t pair = unit / kparts;
-      const int kp = static_cast<int>(unit % kparts);
-      const int s = static_cast<int>(pair / qs);
-      const int64_t q = pair % qs;
+    // 32-bit unit arithmetic: the 64-bit divisions' subroutine calls were ~20% of GEMM2's samples
+    for (int unit = warp; unit < pairs * kparts; unit += kWarps) {
+      const int pair = unit / kparts, kp = unit - pair * kparts;
+      const int s = pair / static_cast<int>(qs);
+      const int q = pair - s * static_cast<int>(qs);
       if (expert[s] < 0) continue;
       // Rows past ncols (the last CTA's partial block) read this slot's unused slice rows; their
       // sums are not used.
@@ -523,18 +524,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_kernel(DecodeLayerPa
       }
     }
     __syncthreads();
-    for (int64_t j = tid; j < ncols; j += kThreads) {
-      float out = 0.0f;
-#pragma unroll 1
-      for (int s = 0; s < topk; ++s) {
-        if (expert[s] < 0) continue;
-        float y = ys[0][s][j];
-        for (int kp = 1; kp < kparts; ++kp) y += ys[kp][s][j];
-        const float wc = kChannel ? wc2[s * cols + j] : 1.0f;
-        out = add_slot_loaded(p.fin, out, y, weight[s], factor[s], wc, p.fin.bias ? bias2[s * cols + j] : 0.0f);
-      }
-      store_from_float(p.fin.out, p.fin.out_dtype, c0 + j, out);
-    }
+    topk_sum_store(p.fin, ys, kparts, expert, weight, factor, p.fin.bias ? bias2 : nullptr, kChannel ? wc2 : nullptr,
+                   topk, static_cast<int>(cols), static_cast<int>(ncols), c0);
   }
   __syncthreads();
 }

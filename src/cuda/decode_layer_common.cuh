@@ -9,6 +9,7 @@
 #include "cuda/cuda_check.hpp"
 #include "cuda/decode_layer.hpp"
 #include "cuda/device_utils.cuh"
+#include "cuda/finalize_term.cuh"
 #include "cuda/smem_opt_in.hpp"
 
 namespace fusedmoe::cuda::decode_layer {
@@ -84,6 +85,39 @@ __device__ __forceinline__ int64_t first_task(const DecodeLayerParams& p, int ha
 }
 // FUSEDMOE_DL_TASK_ORDER=0: the CTA-major order (both halves of a CTA take adjacent tasks).
 bool dl_half_major_tasks();
+
+// The top-k sum of a CTA's output columns after GEMM2 (ys[kp][s][j]: k part kp of slot s's column j;
+// bias / wc: the slots' bias and fp8-channel column scales of the CTA's columns, [topk][cols], or
+// null): first every (slot, column) term by its own thread (a warp per slot, lanes over columns) -
+// the k parts added in order, then slot_term's dequant and bias - into ys[0], then each column's
+// weighted sum in slot order. The same operations in the same order as add_slot_loaded over the
+// slots (the same bits). One warp walking the slots of its columns took ~1.5 us of the one-token
+// layer, the other 15 warps at the final barrier (ncu PC sampling); a thread per column with the
+// slot loop unrolled gained 0.6% where this form gains 3% (bench/results/2026-11-27-h100-decode-tail).
+// Whole block; the caller synchronised after writing ys.
+template <int kCols>
+__device__ __forceinline__ void topk_sum_store(const FinalizeParams& fp, float (&ys)[4][kMaxSlots][kCols], int kparts,
+                                               const int32_t* expert, const float* weight, const float* factor,
+                                               const float* bias, const float* wc, int topk, int cols, int ncols,
+                                               int64_t c0) {
+  const int warp = static_cast<int>(threadIdx.x >> 5), lane = static_cast<int>(threadIdx.x & 31);
+  for (int s = warp; s < topk; s += static_cast<int>(blockDim.x >> 5)) {
+    if (expert[s] < 0) continue;
+    for (int j = lane; j < ncols; j += 32) {
+      float y = ys[0][s][j];
+      for (int kp = 1; kp < kparts; ++kp) y += ys[kp][s][j];
+      ys[0][s][j] = slot_term(fp, y, factor[s], wc ? wc[s * cols + j] : 1.0f, bias ? bias[s * cols + j] : 0.0f);
+    }
+  }
+  __syncthreads();
+  for (int j = threadIdx.x; j < ncols; j += blockDim.x) {
+    float out = 0.0f;
+#pragma unroll
+    for (int s = 0; s < kMaxSlots; ++s)
+      if (s < topk && expert[s] >= 0) out = __fmaf_rn(weight[s], ys[0][s][j], out);
+    store_from_float(fp.out, fp.out_dtype, c0 + j, out);
+  }
+}
 
 __device__ __forceinline__ void half_barrier(int half) {
   asm volatile("bar.sync %0, %1;" ::"r"(1 + half), "r"(kHalfWarps * 32) : "memory");

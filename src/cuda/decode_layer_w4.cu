@@ -487,14 +487,14 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     const uint8_t* a2 = static_cast<const uint8_t*>(p.act.out);
     const int64_t qs = (ncols + 15) / 16;
     const int64_t kblocks = (N + kKBlockValues - 1) / kKBlockValues;
-    const int64_t pairs = topk * qs;
+    const int pairs = topk * static_cast<int>(qs);
     const int kparts = pairs * 4 <= kWarps ? 4 : pairs * 2 <= kWarps ? 2 : 1;
     const int sstep = kKBlockValues / block_size<F>() * scale_bytes<F>();
-    for (int64_t unit = warp; unit < pairs * kparts; unit += kWarps) {
-      const int64_t pair = unit / kparts;
-      const int kp = static_cast<int>(unit % kparts);
-      const int s = static_cast<int>(pair / qs);
-      const int64_t q = pair % qs;
+    // 32-bit unit arithmetic (decode_layer.cu: the 64-bit divisions' calls showed in GEMM2's samples)
+    for (int unit = warp; unit < pairs * kparts; unit += kWarps) {
+      const int pair = unit / kparts, kp = unit - pair * kparts;
+      const int s = pair / static_cast<int>(qs);
+      const int64_t q = pair - s * static_cast<int>(qs);
       if (expert[s] < 0) continue;
       const int64_t r_lo = min(q * 16 + g, ncols - 1), r_hi = min(q * 16 + g + 8, ncols - 1);
       const uint8_t* wlo = w2s + (s * cols + r_lo) * hn + 16 * t;
@@ -536,17 +536,8 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       }
     }
     __syncthreads();
-    for (int64_t j = tid; j < ncols; j += kThreads) {
-      float out = 0.0f;
-#pragma unroll 1
-      for (int s = 0; s < topk; ++s) {
-        if (expert[s] < 0) continue;
-        float y = ys[0][s][j];
-        for (int kp = 1; kp < kparts; ++kp) y += ys[kp][s][j];
-        out = add_slot_loaded(p.fin, out, y, weight[s], factor[s], 1.0f, p.fin.bias ? bias2[s * cols + j] : 0.0f);
-      }
-      store_from_float(p.fin.out, p.fin.out_dtype, c0 + j, out);
-    }
+    topk_sum_store(p.fin, ys, kparts, expert, weight, factor, p.fin.bias ? bias2 : nullptr, nullptr, topk,
+                   static_cast<int>(cols), static_cast<int>(ncols), c0);
   }
   __syncthreads();
 }

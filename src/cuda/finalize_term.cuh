@@ -45,12 +45,16 @@ struct TokenSlots {
 
 // acc + w * (y * factor [* w_channel]  + bias), with w_channel = w[e, c] (CHANNEL only) and
 // bias = bias[e, c] (when there is one) given by the caller, which may load them as vectors.
-__device__ __forceinline__ float add_slot_loaded(const FinalizeParams& p, float acc, float y, float w, float f,
-                                                 float w_channel, float bias) {
+// Its term before the weight: dequant(y) + b.
+__device__ __forceinline__ float slot_term(const FinalizeParams& p, float y, float f, float w_channel, float bias) {
   if (p.dq.kind == Dequant::TENSOR || p.dq.kind == Dequant::GENERIC) y = __fmul_rn(y, f);
   if (p.dq.kind == Dequant::CHANNEL) y = __fmul_rn(y, __fmul_rn(f, w_channel));
   if (p.bias) y = __fadd_rn(y, bias);
-  return __fmaf_rn(w, y, acc);
+  return y;
+}
+__device__ __forceinline__ float add_slot_loaded(const FinalizeParams& p, float acc, float y, float w, float f,
+                                                 float w_channel, float bias) {
+  return __fmaf_rn(w, slot_term(p, y, f, w_channel, bias), acc);
 }
 
 // acc + w * (y * factor [* w_channel[e, c]] + bias[e, c]).
