@@ -122,10 +122,10 @@ DeviceBuffer random_input_scales(int E, std::mt19937& rng) {
 // Rows are grouped by local expert and ordered by slot inside an expert; slots whose id is out
 // of range or unmapped have no row. Up to 32 slots the one-warp plan (plan_tiny_kernel) runs:
 // E = 4 crowds all 32 on a few experts, E = 3000 spreads them. Up to 256 the same kernel places
-// them with the whole block (small_plan_block: 33 .. 256, a crowded 100, 257 past it).
-// E = 3000 leaves room for only a few placing warps. Up to 2048 slots (kBlockPlanSlots) the plan is one block - its slots'
-// experts in shared memory up to 1024 slots, in global scratch above - and three chunked kernels
-// past that (2049, 20000, 65536); expert counts up to kMaxExperts (4096).
+// them with the whole block (small_plan_block: 33 .. 256, a crowded 100, 257 past it). Up to 2048
+// slots (kBlockPlanSlots) the plan is one block - its slots' experts in shared memory up to 1024
+// slots, in global scratch above; E = 3000 leaves room for only a few placing warps there - and
+// three chunked kernels past that (2049, 20000, 65536); expert counts up to kMaxExperts (4096).
 TEST(PlanGpu, RowsByExpertThenSlot) {
   FMOE_REQUIRE_GPU();
   struct P {
