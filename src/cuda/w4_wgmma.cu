@@ -43,6 +43,7 @@
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/env_switch.hpp"
 #include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_act_epilogue.cuh"
@@ -84,6 +85,10 @@ struct Params {
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
   bool d_bulk = false;  // the epilogue's bulk row copies: 16-byte aligned rows and output (make_params / the ACT launch)
+  // GEMM1 with its rows gathered (W4Gather): row r's operand is row row_slot[r] / topk of `a`
+  // ([tokens, k], token order); nullptr: row r of `a` ([rows, k], expert-grouped order).
+  const int32_t* row_slot = nullptr;
+  int topk = 1;
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -216,7 +221,10 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   for (int i = 0; i < kBChunks; ++i) {
     const int r = brow + 32 * i;
     bok[i] = r < rows;
-    bsrc[i] = reinterpret_cast<const uint8_t*>(p.a + (row0 + (bok[i] ? r : 0)) * p.k) + bcol * 16;
+    int64_t src_row = row0 + (bok[i] ? r : 0);
+    // Gathered: the row's token (rows past the tile's end keep row0's token: never copied).
+    if (p.row_slot != nullptr) src_row = __ldg(p.row_slot + src_row) / p.topk;
+    bsrc[i] = reinterpret_cast<const uint8_t*>(p.a + src_row * p.k) + bcol * 16;
   }
   const uint32_t bdst = static_cast<uint32_t>(brow * 128 + ((bcol ^ (brow & 7)) << 4));
   const int wr = tid >> 1;
@@ -467,6 +475,11 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
 
 }  // namespace
 
+bool w4_gather_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_GATHER");
+  return on;
+}
+
 bool w4_wgmma_shape_ok(const W4Weights& w) {
   return (w.format == Format::MXFP4 || w.format == Format::NVFP4) && w.k % kBK == 0 && w.k > 0 && w.n > 0 &&
          reinterpret_cast<uintptr_t>(w.w) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
@@ -485,12 +498,17 @@ const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act
 }
 
 void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const ActivationParams& act, uint16_t* act_rows,
-                               int groups, const int32_t* offsets, int64_t max_rows, cudaStream_t stream) {
+                               int groups, const int32_t* offsets, int64_t max_rows, cudaStream_t stream,
+                               const W4Gather& gather) {
   if (max_rows <= 0 || groups <= 0) return;
   if (const char* why = w4_wgmma_act_refusal(w, act, act_rows != nullptr))
     throw Error(std::string("w4 wgmma GEMM1 + activation: ") + why);
+  if (gather.row_slot != nullptr && gather.topk < 1)
+    throw Error("w4 wgmma GEMM1 + activation: gather.topk must be >= 1, got " + std::to_string(gather.topk));
   Params p = make_params(w, a, act_rows, groups, offsets);
   p.act = act;
+  p.row_slot = gather.row_slot;
+  p.topk = gather.topk;
   // Bulk row copies of the 64-column blocks: 16-byte aligned rows (N % 8 == 0) and output.
   const void* out = act_rows ? static_cast<const void*>(act_rows) : act.out;
   p.d_bulk = act.N % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
