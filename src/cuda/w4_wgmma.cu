@@ -238,16 +238,39 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // DeepSeek-V3 TP1 mxfp4 1024 / 4096 tokens; the same trim slowed the plain instances 1-4%
   // (fewer instructions, a worse schedule: this mainloop is latency-bound at 8 warps per SM and
   // its speed follows ptxas's schedule), so they keep every chunk.
-  auto issue = [&](auto chunks_c, int s, uint32_t buf) {  // buf = s % S
+  auto issue_a = [&](auto chunks_c, int s, uint32_t buf) {  // stage s < nk's activation chunks, buf = s % S
     constexpr int C = decltype(chunks_c)::value;
     static_assert(C >= 1 && C <= kBChunks, "activation chunks per thread");
-    if (s < nk) {
 #pragma unroll
-      for (int i = 0; i < C; ++i)
-        if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
-      cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
+    for (int i = 0; i < C; ++i)
+      if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
+  };
+  auto issue_w = [&](int s, uint32_t buf) {  // stage s < nk's weight chunk
+    cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
+  };
+  auto issue = [&](auto chunks_c, int s, uint32_t buf) {  // buf = s % S
+    if (s < nk) {
+      issue_a(chunks_c, s, buf);
+      issue_w(s, buf);
     }
     cp_async_commit();  // always a group, maybe empty: the wait counts stay uniform
+  };
+  // The first stages: gathered rows wait for their token (row_slot, an extra dependent L2 load
+  // after find_tile's), so the prologue's weight copies go out first, all of them in stage 0's
+  // group (stage s's copies are then still complete once its group is: the waits stay as they are).
+  auto prologue = [&](auto chunks_c) {
+    if (p.row_slot != nullptr) {
+#pragma unroll
+      for (int s = 0; s < S - 2; ++s)
+        if (s < nk) issue_w(s, static_cast<uint32_t>(s));
+#pragma unroll
+      for (int s = 0; s < S - 2; ++s) {
+        if (s < nk) issue_a(chunks_c, s, static_cast<uint32_t>(s));
+        cp_async_commit();
+      }
+    } else {
+      for (int s = 0; s < S - 2; ++s) issue(chunks_c, s, static_cast<uint32_t>(s));
+    }
   };
 
   // This thread's weight rows (A fragment rows g and g + 8 of its warp's 16) and their block
@@ -297,7 +320,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     constexpr int kChunks = !kAct ? kBChunks : (N1 > 0 ? 4 + N1 / 32 : N0 / 32);
     const IntC<kChunks> chunks{};
 #pragma unroll
-    for (int s = 0; s < S - 2; ++s) issue(chunks, s, static_cast<uint32_t>(s));
+    prologue(chunks);
     // Raw scales of stage s in the register pair s % 3 (sc[s % 3]), loaded three stages
     // ahead into the pair they are read from. The stage loop is unrolled by three so that no
     // register moves rotate them: with a rotation (sc0 <- sc1 <- sc2 <- load) ptxas packed the
