@@ -547,13 +547,6 @@ class CudaBackend final : public BackendImpl {
       g1.gather_row_slot = b.plan.row_slot;
       g1.gather_topk = static_cast<int>(topk);
     }
-    // The 4-bit wgmma GEMM1 + activation (MXFP4 / NVFP4 weights, bf16 or per-token fp8
-    // activations) with its rows gathered by token the same way: the permute writes hidden_states
-    // once per token in that kernel's k order (launch_token_codes) instead of once per slot -
-    // at 4096 tokens of DeepSeek-V3 topk x 14 KB per token written and read back before.
-    const bool gather_w4 = w4_ && !plan_in_gather && !gp.on_input && args.hidden_states.dtype != DType::F8_E4M3 &&
-                           (quant1_ == Fp8Quant::NONE || quant1_ == Fp8Quant::ROW) && w4_gather_on() &&
-                           w4_gemm1_act_applies(slots, ap) && token_codes_applies(gp);
 
     const int32_t* ids = args.topk_ids.ptr<const int32_t>();
     const int32_t* emap = args.expert_map.present() ? args.expert_map.ptr<const int32_t>() : nullptr;
@@ -629,9 +622,8 @@ class CudaBackend final : public BackendImpl {
       pq.out = static_cast<uint8_t*>(b.a1);
       pq.block = gp.block;
       launch_gather_prequantized(pq, slots, stream);
-    } else if (gather1 || gather_w4) {
-      // bf16 on the SM90 path: GEMM1 reads hidden_states itself
-      if (op_run == Operand::FP8 || gather_w4) launch_token_codes(gp, stream);
+    } else if (gather1) {
+      if (op_run == Operand::FP8) launch_token_codes(gp, stream);  // bf16: GEMM1 reads hidden_states
     } else if (plan_in_gather) {
       launch_plan_gather(ids, emap, slots, E, p.num_global_experts, b.plan, gp, stream);
     } else {
@@ -678,10 +670,8 @@ class CudaBackend final : public BackendImpl {
       // the rows rounded to bf16 into h's buffer, then only their quantisation (the activation
       // stage of run_timed()).
       const bool rows16 = ap.quant == Fp8Quant::ROW || ap.quant == Fp8Quant::NVFP4;
-      W4Gather gather;
-      if (gather_w4) gather = {b.plan.row_slot, static_cast<int>(topk)};
       w4_wgmma_gemm1_activation(w4_weights(true), g1.a, ap, rows16 ? reinterpret_cast<uint16_t*>(b.h) : nullptr,
-                                g1.groups, g1.expert_offsets, g1.max_rows, stream, gather);
+                                g1.groups, g1.expert_offsets, g1.max_rows, stream);
       mark(2);
       if (rows16) quantise_bf16_rows();
     } else if (!w4_ && stream_gemm1_act_applies(g1, path1_, ap)) {

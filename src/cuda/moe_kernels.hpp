@@ -106,12 +106,10 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
 // no router weight on the input, a vector gather's format; permute.cu).
 constexpr int64_t kTokenGatherMinTokens = 256;
 bool token_gather_applies(const GatherParams& p);
-// GEMM1's operand for the gathered GEMM1s (sm90_gemm1_gather_applies, the 4-bit wgmma GEMM1 +
-// activation): hidden_states' static fp8-tensor codes in token order, [M, K] into p.out (no router
-// weight on the input; permute.cu); or its per-token (ROW, fp8-channel) codes, each token's scale
-// written to p.row_scale at the rows of its slots (p.slot_row); or, for the 4-bit wgmma kernel
-// (op BF16, korder W4_WGMMA), hidden_states as bf16 (NONE) or its per-token fp8 codes' values
-// (ROW), in that kernel's k order.
+// GEMM1's operand for the gathered GEMM1 (sm90_gemm1_gather_applies): hidden_states' static
+// fp8-tensor codes in token order, [M, K] into p.out (no router weight on the input; permute.cu);
+// or its per-token (ROW, fp8-channel) codes, each token's scale written to p.row_scale at the
+// rows of its slots (p.slot_row).
 bool token_codes_applies(const GatherParams& p);
 void launch_token_codes(const GatherParams& p, cudaStream_t stream);
 // Decode-sized calls (at most 256 slots, a vector gather's format): launch_plan and launch_gather

@@ -513,17 +513,16 @@ __device__ __forceinline__ void for_token_rows(const GatherParams& p, int64_t t,
 }
 
 // NONE and TENSOR_* quantisation, as gather_vec_row_kernel. kTokenOrder: GEMM1's operand for the
-// gathered GEMM1s (launch_token_codes) - static fp8-tensor codes (sm90_gemm1_gather_applies) or the
-// 4-bit wgmma kernel's bf16 operand in its k order (NONE), in token order, one row per token (stored
-// to every slot's row otherwise); GEMM1 then loads each row of its tiles from here by the row's token.
+// gathered GEMM1 (sm90_gemm1_gather_applies, launch_token_codes) - static fp8-tensor codes in token
+// order, one row per token (the codes stored to every slot's row otherwise); GEMM1 then loads each
+// row of its tiles from here by the row's token.
 template <bool kTokenOrder>
 __global__ void __launch_bounds__(kVecThreads) gather_token_vec_kernel(GatherParams p) {
   chain_wait();
   const int lanes = static_cast<int>(p.K / 8);
-  const bool fp8 = p.quant != Fp8Quant::NONE;
+  const bool fp8 = kTokenOrder || p.quant != Fp8Quant::NONE;
   const float s = fp8 ? tensor_scale_value(p.scale) : 1.0f;
   const Operand op = fp8 ? Operand::FP8 : p.op;
-  const KOrder ko = fp8 ? KOrder::NATURAL : p.korder;
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
     for (int l = threadIdx.x; l < lanes; l += blockDim.x) {
       const int64_t k = static_cast<int64_t>(l) * 8;
@@ -531,8 +530,9 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_vec_kernel(GatherPar
       gemm1_values8(p, t, 1.0f, k, v);
       const uint4 w = pack_gather8(p, v, fp8, s);
       if constexpr (kTokenOrder) {
-        store_packed8(p.out, op, t * p.K + k, w, ko);
+        store_packed8(p.out, Operand::FP8, t * p.K + k, w, KOrder::NATURAL);
       } else {
+        const KOrder ko = fp8 ? KOrder::NATURAL : p.korder;
         for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, op, r * p.K + k, w, ko); });
       }
     }
@@ -561,9 +561,7 @@ __global__ void __launch_bounds__(kVecThreads) gather_token_row_vec_kernel(Gathe
       float v[8];
       gemm1_values8(p, t, 1.0f, k, v);
       if constexpr (kTokenOrder) {
-        // fp8 codes (fp8-channel), or their values as bf16 in the 4-bit wgmma kernel's k order
-        // (MXFP4 weights with per-token fp8 activations)
-        store_packed8(p.out, p.op, t * p.K + k, pack8_row_codes(p.op, v, s), p.korder);
+        store_packed8(p.out, Operand::FP8, t * p.K + k, pack8_row_codes(Operand::FP8, v, s), KOrder::NATURAL);
       } else {
         const uint4 w = pack8_row_codes(p.op, v, s);
         for_token_rows(p, t, [&](int64_t r) { store_packed8(p.out, p.op, r * p.K + k, w, p.korder); });
@@ -916,16 +914,15 @@ bool token_gather_applies(const GatherParams& p) {
 }
 
 bool token_codes_applies(const GatherParams& p) {
-  const bool row = p.quant == Fp8Quant::ROW && p.row_scale != nullptr && p.slot_row != nullptr;
-  // fp8 codes (natural k order), or the 4-bit wgmma kernel's bf16 operand in its k order
-  const bool fp8 = p.op == Operand::FP8 && p.korder == KOrder::NATURAL && (p.quant == Fp8Quant::TENSOR_STATIC || row);
-  const bool w4 = p.op == Operand::BF16 && p.korder == KOrder::W4_WGMMA && (p.quant == Fp8Quant::NONE || row);
-  return !p.on_input && (fp8 || w4) && p.K % 8 == 0 && aligned_to(p.x, 16) && aligned_to(p.out, 16) && p.M > 0;
+  const bool quant = p.quant == Fp8Quant::TENSOR_STATIC ||
+                     (p.quant == Fp8Quant::ROW && p.row_scale != nullptr && p.slot_row != nullptr);
+  return !p.on_input && quant && p.op == Operand::FP8 && p.K % 8 == 0 && aligned_to(p.x, 16) &&
+         aligned_to(p.out, 16) && p.M > 0;
 }
 
 void launch_token_codes(const GatherParams& p, cudaStream_t stream) {
   if (!token_codes_applies(p))
-    throw Error("permute: token-major GEMM1 operand asked for a call it does not take (token_codes_applies)");
+    throw Error("permute: token-major fp8 codes asked for a call they do not take (token_codes_applies)");
   if (p.quant == Fp8Quant::ROW)
     launch_chained(gather_token_row_vec_kernel<true>, row_grid(p.M), row_threads8(p.K), 0, stream, p);
   else

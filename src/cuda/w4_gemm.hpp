@@ -87,20 +87,8 @@ void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int grou
 // activation rows rounded to bf16 into act_rows [rows, N], which launch_activation (act_bf16)
 // then quantises. A bf16 activation dtype only. Why a call cannot take it (nullptr: it can).
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows);
-// GEMM1's rows gathered by token inside the mainloop: `a` is then [tokens, k] in token order (the
-// permute's launch_token_codes), row r of the expert-grouped order reading row row_slot[r] / topk
-// (no router weight on the input: a token's slot rows are equal). Default: no gather, `a` holds
-// the expert-grouped rows.
-struct W4Gather {
-  const int32_t* row_slot = nullptr;
-  int topk = 1;
-};
-// The layer gathers where it can unless FUSEDMOE_W4_GATHER=0 (a diagnostic switch for same-binary
-// A/B runs, bench/README.md).
-bool w4_gather_on();
 void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const ActivationParams& act, uint16_t* act_rows,
-                               int groups, const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream,
-                               const W4Gather& gather = {});
+                               int groups, const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
 // (Its launches: fused_gemm1_launches(FusedGemm1::FOUR_BIT), grouped_gemm.hpp.)
 // W4A8 at many tokens per expert (w4a8_wgmma.cu): int4 decoded to e4m3 inside an fp8 wgmma
 // mainloop, the group scale on each 128-wide partial sum (the numerics of the other two ways).

@@ -43,7 +43,6 @@
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
-#include "cuda/env_switch.hpp"
 #include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_act_epilogue.cuh"
@@ -85,10 +84,6 @@ struct Params {
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
   bool d_bulk = false;  // the epilogue's bulk row copies: 16-byte aligned rows and output (make_params / the ACT launch)
-  // GEMM1 with its rows gathered (W4Gather): row r's operand is row row_slot[r] / topk of `a`
-  // ([tokens, k], token order); nullptr: row r of `a` ([rows, k], expert-grouped order).
-  const int32_t* row_slot = nullptr;
-  int topk = 1;
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -221,10 +216,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   for (int i = 0; i < kBChunks; ++i) {
     const int r = brow + 32 * i;
     bok[i] = r < rows;
-    int64_t src_row = row0 + (bok[i] ? r : 0);
-    // Gathered: the row's token (rows past the tile's end keep row0's token: never copied).
-    if (p.row_slot != nullptr) src_row = __ldg(p.row_slot + src_row) / p.topk;
-    bsrc[i] = reinterpret_cast<const uint8_t*>(p.a + src_row * p.k) + bcol * 16;
+    bsrc[i] = reinterpret_cast<const uint8_t*>(p.a + (row0 + (bok[i] ? r : 0)) * p.k) + bcol * 16;
   }
   const uint32_t bdst = static_cast<uint32_t>(brow * 128 + ((bcol ^ (brow & 7)) << 4));
   const int wr = tid >> 1;
@@ -238,39 +230,16 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // DeepSeek-V3 TP1 mxfp4 1024 / 4096 tokens; the same trim slowed the plain instances 1-4%
   // (fewer instructions, a worse schedule: this mainloop is latency-bound at 8 warps per SM and
   // its speed follows ptxas's schedule), so they keep every chunk.
-  auto issue_a = [&](auto chunks_c, int s, uint32_t buf) {  // stage s < nk's activation chunks, buf = s % S
+  auto issue = [&](auto chunks_c, int s, uint32_t buf) {  // buf = s % S
     constexpr int C = decltype(chunks_c)::value;
     static_assert(C >= 1 && C <= kBChunks, "activation chunks per thread");
-#pragma unroll
-    for (int i = 0; i < C; ++i)
-      if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
-  };
-  auto issue_w = [&](int s, uint32_t buf) {  // stage s < nk's weight chunk
-    cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
-  };
-  auto issue = [&](auto chunks_c, int s, uint32_t buf) {  // buf = s % S
     if (s < nk) {
-      issue_a(chunks_c, s, buf);
-      issue_w(s, buf);
+#pragma unroll
+      for (int i = 0; i < C; ++i)
+        if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
+      cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
     }
     cp_async_commit();  // always a group, maybe empty: the wait counts stay uniform
-  };
-  // The first stages: gathered rows wait for their token (row_slot, an extra dependent L2 load
-  // after find_tile's), so the prologue's weight copies go out first, all of them in stage 0's
-  // group (stage s's copies are then still complete once its group is: the waits stay as they are).
-  auto prologue = [&](auto chunks_c) {
-    if (p.row_slot != nullptr) {
-#pragma unroll
-      for (int s = 0; s < S - 2; ++s)
-        if (s < nk) issue_w(s, static_cast<uint32_t>(s));
-#pragma unroll
-      for (int s = 0; s < S - 2; ++s) {
-        if (s < nk) issue_a(chunks_c, s, static_cast<uint32_t>(s));
-        cp_async_commit();
-      }
-    } else {
-      for (int s = 0; s < S - 2; ++s) issue(chunks_c, s, static_cast<uint32_t>(s));
-    }
   };
 
   // This thread's weight rows (A fragment rows g and g + 8 of its warp's 16) and their block
@@ -320,7 +289,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     constexpr int kChunks = !kAct ? kBChunks : (N1 > 0 ? 4 + N1 / 32 : N0 / 32);
     const IntC<kChunks> chunks{};
 #pragma unroll
-    prologue(chunks);
+    for (int s = 0; s < S - 2; ++s) issue(chunks, s, static_cast<uint32_t>(s));
     // Raw scales of stage s in the register pair s % 3 (sc[s % 3]), loaded three stages
     // ahead into the pair they are read from. The stage loop is unrolled by three so that no
     // register moves rotate them: with a rotation (sc0 <- sc1 <- sc2 <- load) ptxas packed the
@@ -498,11 +467,6 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
 
 }  // namespace
 
-bool w4_gather_on() {
-  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_GATHER");
-  return on;
-}
-
 bool w4_wgmma_shape_ok(const W4Weights& w) {
   return (w.format == Format::MXFP4 || w.format == Format::NVFP4) && w.k % kBK == 0 && w.k > 0 && w.n > 0 &&
          reinterpret_cast<uintptr_t>(w.w) % 16 == 0 && reinterpret_cast<uintptr_t>(w.scale) % 4 == 0;
@@ -521,17 +485,12 @@ const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act
 }
 
 void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const ActivationParams& act, uint16_t* act_rows,
-                               int groups, const int32_t* offsets, int64_t max_rows, cudaStream_t stream,
-                               const W4Gather& gather) {
+                               int groups, const int32_t* offsets, int64_t max_rows, cudaStream_t stream) {
   if (max_rows <= 0 || groups <= 0) return;
   if (const char* why = w4_wgmma_act_refusal(w, act, act_rows != nullptr))
     throw Error(std::string("w4 wgmma GEMM1 + activation: ") + why);
-  if (gather.row_slot != nullptr && gather.topk < 1)
-    throw Error("w4 wgmma GEMM1 + activation: gather.topk must be >= 1, got " + std::to_string(gather.topk));
   Params p = make_params(w, a, act_rows, groups, offsets);
   p.act = act;
-  p.row_slot = gather.row_slot;
-  p.topk = gather.topk;
   // Bulk row copies of the 64-column blocks: 16-byte aligned rows (N % 8 == 0) and output.
   const void* out = act_rows ? static_cast<const void*>(act_rows) : act.out;
   p.d_bulk = act.N % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;

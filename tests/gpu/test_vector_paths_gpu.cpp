@@ -699,67 +699,6 @@ TEST_P(W4KorderWriters, ActivationsStoreThePermutedOperand) {
 INSTANTIATE_TEST_SUITE_P(Orders, W4KorderWriters, ::testing::Values(cuda::KOrder::W4_WGMMA, cuda::KOrder::W4_MMA),
                          [](const auto& info) { return info.param == cuda::KOrder::W4_WGMMA ? "wgmma" : "mma"; });
 
-// The 4-bit wgmma GEMM1's gathered operand (launch_token_codes with op BF16, korder W4_WGMMA): row t
-// of the token-order operand is the bytes the slot-row gather stores to each row of token t's
-// slots; per-token fp8 (ROW) writes the same scale at each of those rows. Experts 0 .. E - 2 only,
-// some slots past E (no row), x in bf16 and fp32.
-TEST(W4TokenOperand, TokenRowsAreTheSlotRows) {
-  FMOE_REQUIRE_GPU();
-  const int64_t M = 300, topk = 4, K = 2112, slots = M * topk;
-  const int E = 6;
-  for (DType dt : {DType::BF16, DType::F32})
-    for (cuda::Fp8Quant quant : {cuda::Fp8Quant::NONE, cuda::Fp8Quant::ROW}) {
-      SCOPED_TRACE(std::string(dt == DType::F32 ? "f32" : "bf16") + (quant == cuda::Fp8Quant::ROW ? " row" : " none"));
-      std::mt19937 rng(static_cast<uint32_t>(7 + static_cast<int>(quant) + 3 * (dt == DType::F32)));
-      const auto xf = mixed_values(M * K, rng);
-      std::vector<uint8_t> xb(xf.size() * (dt == DType::F32 ? 4 : 2));
-      if (dt == DType::F32) {
-        std::memcpy(xb.data(), xf.data(), xb.size());
-      } else {
-        for (size_t i = 0; i < xf.size(); ++i) {
-          const uint16_t b = float_to_bf16_bits(xf[i]);
-          std::memcpy(&xb[2 * i], &b, 2);
-        }
-      }
-      auto ids = random_ids(slots, E, rng);
-      for (int64_t i = 0; i < slots; i += 37) ids[i] = E + 3;  // no row
-      DevicePlan plan(ids, E);
-      DeviceBuffer x = upload_vec(xb), rows_q(slots * K * 2), tok_q(M * K * 2), rows_s(slots * 4 + 16),
-                   tok_s(slots * 4 + 16);
-      FMOE_CUDA(cudaMemset(rows_q.get(), 0xA5, slots * K * 2));
-      FMOE_CUDA(cudaMemset(tok_q.get(), 0x5A, M * K * 2));
-      FMOE_CUDA(cudaMemset(rows_s.get(), 0xA5, slots * 4 + 16));
-      FMOE_CUDA(cudaMemset(tok_s.get(), 0x5A, slots * 4 + 16));
-      auto params = [&](DeviceBuffer& q, DeviceBuffer& s) {
-        cuda::GatherParams gp = plan.gather_params(x.get(), dt, K, topk, nullptr, false, q.get(), cuda::Operand::BF16, quant);
-        gp.korder = cuda::KOrder::W4_WGMMA;
-        gp.row_scale = static_cast<float*>(s.get());
-        return gp;
-      };
-      cuda::launch_gather(params(rows_q, rows_s), slots, nullptr);
-      const cuda::GatherParams tp = params(tok_q, tok_s);
-      ASSERT_TRUE(cuda::token_codes_applies(tp));
-      cuda::launch_token_codes(tp, nullptr);
-      FMOE_CUDA(cudaDeviceSynchronize());
-      const auto slot_row = download<int32_t>(plan.slot_row, slots);
-      const auto rq = download<uint16_t>(rows_q, slots * K), tq = download<uint16_t>(tok_q, M * K);
-      const auto rs = download<float>(rows_s, slots), ts = download<float>(tok_s, slots);
-      int bad = 0, checked = 0;
-      for (int64_t i = 0; i < slots; ++i) {
-        const int32_t r = slot_row[i];
-        if (r < 0) continue;
-        ++checked;
-        const int64_t t = i / topk;
-        if (std::memcmp(rq.data() + r * K, tq.data() + t * K, K * 2) != 0 && ++bad <= 5)
-          ADD_FAILURE() << "slot " << i << " (row " << r << ", token " << t << "): token row differs from the slot row";
-        if (quant == cuda::Fp8Quant::ROW && std::memcmp(&rs[r], &ts[r], 4) != 0 && ++bad <= 5)
-          ADD_FAILURE() << "row " << r << ": scale " << ts[r] << ", slot-row gather " << rs[r];
-      }
-      EXPECT_EQ(bad, 0);
-      EXPECT_GT(checked, slots / 2);
-    }
-}
-
 // ---------------------------------------------------------------- finalize
 
 // y in fp32 (4 columns a thread) or bf16 (8 columns, the large-M GEMM2 output of bf16 layers):
