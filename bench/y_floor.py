@@ -13,7 +13,8 @@ decode sizes the fused kernels keep y in registers, so the floor is computed fro
 For each point: % of roofline measured, y bytes, floor = max((roofline bytes + y bytes) / HBM read,
 FLOPs / rate), and cap = roofline time / floor (the most % of roofline any implementation that keeps the
 round trip can show). Points whose cap is below --target (default 80, issue 3's target from 64 tokens up)
-are marked.
+are marked. Where the roofline is the bytes' (memory-bound points) the cap is the byte ratio roofline bytes /
+(roofline bytes + y bytes), the same on any device; compute-bound points move with the device's bandwidth.
 """
 import argparse, os, sys
 
