@@ -11,8 +11,9 @@ decode sizes the fused kernels keep y in registers, so the floor is computed fro
     python3 bench/y_floor.py GRID/fusedmoe-bench.json[.gz] [--target PCT] [--min-m M]
 
 For each point: % of roofline measured, y bytes, floor = max((roofline bytes + y bytes) / HBM read,
-FLOPs / rate), and cap = roofline time / floor (the most % of roofline any implementation that keeps the
-round trip can show). Points whose cap is below --target (default 80, issue 3's target from 64 tokens up)
+FLOPs / rate), cap = roofline time / floor (the most % of roofline any implementation that keeps the
+round trip can show) and rate cap = FLOPs / rate / floor (the most % of the matmul rate it can show: issue 5's
+DeepSeek-V3 TP1 and issue 6's 4096-token targets are in that unit). Points whose cap is below --target (default 80, issue 3's target from 64 tokens up)
 are marked. Where the roofline is the bytes' (memory-bound points) the cap is the byte ratio roofline bytes /
 (roofline bytes + y bytes), the same on any device; compute-bound points move with the device's bandwidth.
 """
@@ -35,19 +36,20 @@ def main():
     ap.add_argument('--min-m', type=int, default=64)
     a = ap.parse_args()
     pts = [p for p in load_json(a.grid)['points'] if p.get('status') == 'OK' and p['M'] >= a.min_m]
-    print('| preset | format | M | % of roofline | roofline us | y round trip MB | floor us | cap % |')
-    print('|---|---|---:|---:|---:|---:|---:|---:|')
+    print('| preset | format | M | % of roofline | roofline us | y round trip MB | floor us | cap % | rate cap % |')
+    print('|---|---|---:|---:|---:|---:|---:|---:|---:|')
     below = []
     for p in pts:
         bw, rate = p['read_tbps'] * 1e12, p['rate_tflops'] * 1e12
         yb = y_bytes(p)
         floor = max((p['bytes'] + yb) / bw, p['flops'] / rate)
         cap = 100.0 * p['roofline_ms'] * 1e-3 / floor
+        rate_cap = 100.0 * p['flops'] / rate / floor
         mark = ' **' if cap < a.target else ''
         if cap < a.target:
             below.append(f"{p['preset']} {p['format']} M={p['M']} (cap {cap:.1f}%)")
         print(f"| {p['preset']} | {p['format']} | {p['M']} | {p['pct_roofline']:.1f} | {p['roofline_ms'] * 1e3:.0f} | "
-              f"{yb / 1e6:.0f} | {floor * 1e6:.0f} | {cap:.1f}{mark} |")
+              f"{yb / 1e6:.0f} | {floor * 1e6:.0f} | {cap:.1f}{mark} | {rate_cap:.1f} |")
     print()
     print(f"{len(below)} of {len(pts)} points cannot reach {a.target:g}% of roofline with the y round trip"
           + (': ' + '; '.join(below) if below else ''))

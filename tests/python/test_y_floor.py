@@ -45,10 +45,11 @@ def test_caps(tmp_path):
     out = run(f)
     rows = [l for l in out.splitlines() if l.startswith("| p |")]
     assert len(rows) == 4
-    assert "| fp8-tensor | 1024 | 70.0 | 500 | 4 | 502 | 99.6 |" in rows[0]
-    assert "| bf16 | 4096 | 40.0 | 500 | 1000 | 1000 | 50.0 ** |" in rows[1]
-    assert "| mxfp4 | 4096 | 40.0 | 500 | 1000 | 1000 | 50.0 ** |" in rows[2]
-    assert "| bf16 | 2048 | 60.0 | 2000 | 1000 | 2000 | 100.0 |" in rows[3]
+    # rate cap: 1 GFLOP at 1000 TFLOP/s is 1 us of the 502 / 1000 us floors; 2 ms of FLOPs fill theirs
+    assert "| fp8-tensor | 1024 | 70.0 | 500 | 4 | 502 | 99.6 | 0.2 |" in rows[0]
+    assert "| bf16 | 4096 | 40.0 | 500 | 1000 | 1000 | 50.0 ** | 0.1 |" in rows[1]
+    assert "| mxfp4 | 4096 | 40.0 | 500 | 1000 | 1000 | 50.0 ** | 0.1 |" in rows[2]
+    assert "| bf16 | 2048 | 60.0 | 2000 | 1000 | 2000 | 100.0 | 100.0 |" in rows[3]
     assert "2 of 4 points cannot reach 80% of roofline" in out
     # a lower target and a higher --min-m
     out = run(f, "--target", "40", "--min-m", "2048")
