@@ -98,8 +98,7 @@ int main() {
   int sms = 0;
   CK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0));
   const size_t wbytes = size_t(kCols) * 256, ybytes = size_t(kSlots) * kCols * 2, obytes = size_t(kTokens) * kCols * 2;
-  // weights: 256 experts' W2 = 256 x 7168 x 256 bytes; the stand-in reads expert-major slices, so lay out
-  // [experts][cols][256] and read each expert's rows c0..c1: approximated by reading 256 copies' slice.
+  // weights: 256 experts' W2 = 256 x 7168 x 256 bytes (the layout: see gemm2 below)
   const int kExperts = 256;
   uint4 *w, *y, *out, *fl;
   int* slot_row;
