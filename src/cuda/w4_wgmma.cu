@@ -43,6 +43,7 @@
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/env_switch.hpp"
 #include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_act_epilogue.cuh"
@@ -474,6 +475,13 @@ bool w4_wgmma_shape_ok(const W4Weights& w) {
 
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
                            int64_t max_rows, cudaStream_t stream) {
+  static const bool ws = !env_switch_is_zero("FUSEDMOE_W4_WS");
+  if (ws) w4_wgmma_ws_grouped_gemm(w, a, d, groups, offsets, max_rows, stream);
+  else w4_wgmma_rs_grouped_gemm(w, a, d, groups, offsets, max_rows, stream);
+}
+
+void w4_wgmma_rs_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
+                              int64_t max_rows, cudaStream_t stream) {
   if (max_rows <= 0 || groups <= 0) return;
   if (!w4_wgmma_shape_ok(w)) throw Error("w4 wgmma GEMM: needs MXFP4 / NVFP4 weights, k % 64 == 0, aligned pointers");
   launch_format<W4Out::F32>(w.format, make_params(w, a, d, groups, offsets), max_rows, stream);
