@@ -54,17 +54,19 @@ constexpr int TM = 256;                     // tokens per CTA tile: two halves o
 constexpr int kStages = 4;
 constexpr int kBBytes = TM * 128;           // activation tile of a stage (two 16 KB halves)
 constexpr int kABytes = kRowsPerCta * 128;  // decoded weight tile (two 8 KB warpgroup halves)
-constexpr int kWPitch = 48;  // bytes per packed weight row per stage (32 used): a quarter-warp's 16-byte loads of 8 rows hit distinct banks
-constexpr int kWBytes = kRowsPerCta * kWPitch;
-constexpr int kSlot = kBBytes + kABytes + kWBytes;  // a multiple of 1024: every swizzled tile stays 1024-aligned
-static_assert(kSlot % 1024 == 0 && kBBytes % 1024 == 0 && kABytes % 1024 == 0, "swizzled tiles must be 1024-aligned");
+// The packed weights have their own, deeper ring: they come from DRAM (each byte once per token
+// tile) while the activation tile is mostly an L2 hit (every CTA of a token tile reads it).
+constexpr int kWStages = 8;
+constexpr int kWBytes = kRowsPerCta * 32;  // packed rows of a stage: 32 bytes, halves swapped on rows 4..7 mod 8 (bank-conflict-free 16-byte loads)
+constexpr int kAOff = kStages * kBBytes, kWOff = kAOff + kStages * kABytes, kLutOff = kWOff + kWStages * kWBytes;
+static_assert(kBBytes % 1024 == 0 && kABytes % 1024 == 0, "swizzled tiles must be 1024-aligned");
 constexpr int kLutBytes = 256 * 4;  // scale code -> bf16x2 multiplier (scale_bits)
-constexpr int kSmem = kStages * kSlot + kLutBytes + 1024;  // + alignment slack
-constexpr int kProducerRegs = 80, kConsumerRegs = 168;     // 256 x 80 + 256 x 168 <= 64 K
+constexpr int kSmem = kLutOff + kLutBytes + 1024;       // + alignment slack
+constexpr int kProducerRegs = 80, kConsumerRegs = 168;  // 256 x 80 + 256 x 168 <= 64 K
 constexpr int kBarProducer = 1, kBarConsumer = 2, kBarFull = 3, kBarEmpty = 3 + kStages;  // named barrier ids (0: __syncthreads)
 static_assert(kBarEmpty + kStages <= 16, "16 named barriers");
 constexpr int kDPitch = kRowsPerCta + 4;  // the staged fp32 tile's row (floats), as w4_wgmma.cu
-static_assert(TM * kDPitch * 4 <= kStages * kSlot, "the staged D tile fits the ring");
+static_assert(TM * kDPitch * 4 <= kWOff, "the staged D tile fits the activation and decoded rings");
 
 struct Params {
   const uint8_t* w;
@@ -152,9 +154,11 @@ __device__ __forceinline__ uint32_t e2m1_pair(int j, uint32_t word, uint32_t sh,
 
 // Warpgroups 0 and 1: copies and decode (see the top of the file).
 template <int F>
-__device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_t* slot0, const uint32_t* lut) {
-  constexpr int S = kStages;
-  const int pt = threadIdx.x;  // 0 .. kProducers - 1
+__device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_t* smem, const uint32_t* lut) {
+  constexpr int S = kStages, SW = kWStages;
+  constexpr int kBAhead = S - 2;   // activation tiles in flight ahead of the decode
+  constexpr int kWAhead = SW - 1;  // packed weight stages in flight ahead of the decode
+  const int pt = threadIdx.x;      // 0 .. kProducers - 1
   const int64_t half_k = p.k / 2;
   const uint8_t* we = p.w + static_cast<int64_t>(tl.e) * p.n * half_k;
   // Activation chunks: row pt / 8 + 32 i, 16-byte column pt % 8, swizzled. Rows past the tile are
@@ -168,20 +172,30 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
   const int wr = pt >> 1;
   const bool wok = tl.n0 + wr < p.n;
   const uint8_t* wsrc = we + (tl.n0 + (wok ? wr : 0)) * half_k + (pt & 1) * 16;
-  const uint32_t wdst = static_cast<uint32_t>(kBBytes + kABytes + wr * kWPitch + (pt & 1) * 16);
-  auto issue = [&](int s) {
+  const uint32_t wdst = static_cast<uint32_t>(kWOff + wr * 32 + (((pt & 1) ^ ((wr >> 2) & 1)) << 4));
+  auto issue_b = [&](int s) {
     if (s < tl.nk) {
-      const uint32_t slot = tl.smem + static_cast<uint32_t>(s % S) * kSlot;
+      const uint32_t slot = tl.smem + static_cast<uint32_t>(s % S) * kBBytes;
 #pragma unroll
       for (int i = 0; i < kBChunks; ++i)
         if (brow + 32 * i < tl.rows)
           cp_async16(slot + bdst + 32 * 128 * i, bsrc + 32 * i * arow + static_cast<int64_t>(s) * (kBK * 2), true);
-      cp_async16(slot + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
     }
-    cp_async_commit();  // always a group, maybe empty: the wait counts stay uniform
   };
+  auto issue_w = [&](int s) {
+    if (s < tl.nk)
+      cp_async16(tl.smem + wdst + static_cast<uint32_t>(s % SW) * kWBytes, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
+  };
+  // Groups: the prologue's (weights 0 .. kWAhead - 1 with activations 0; then activations 1 ..
+  // kBAhead - 1), then one per stage s: activations s + kBAhead, weights s + kWAhead. Stage s's
+  // data is in the group committed kBAhead groups before the stage (or earlier).
 #pragma unroll
-  for (int s = 0; s < S - 1; ++s) issue(s);
+  for (int s = 0; s < kWAhead; ++s) issue_w(s);
+#pragma unroll
+  for (int s = 0; s < kBAhead; ++s) {
+    issue_b(s);
+    cp_async_commit();
+  }
 
   // Decode ownership: weight row r (local), the even (hf = 0) or odd (hf = 1) packed words.
   const int r = pt & 127, hf = pt >> 7;
@@ -203,15 +217,17 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
   };
   uint32_t sc0 = scale_word(0), sc1 = scale_word(1), sc2 = scale_word(2);  // stages s, s + 1, s + 2
 
-  const uint8_t* wread = slot0 + kBBytes + kABytes + r * kWPitch;
-  uint8_t* awrite = slot0 + kBBytes + r * 128;
+  const int wsw = (r >> 2) & 1;
+  const uint8_t* wread = smem + kWOff + r * 32;
+  uint8_t* awrite = smem + kAOff + r * 128;
   const int rsw = r & 7;
   for (int s = 0; s < tl.nk; ++s) {
     const int slot = s % S;
-    cp_async_wait<S - 2>();              // this thread's copies of stage s
+    cp_async_wait<kBAhead - 1>();        // this thread's copies of stage s
     bar_sync(kBarProducer, kProducers);  // everyone's (the decode reads rows other threads copied)
-    const uint4 lo = *reinterpret_cast<const uint4*>(wread + slot * kSlot);
-    const uint4 hi = *reinterpret_cast<const uint4*>(wread + slot * kSlot + 16);
+    const uint8_t* wrow = wread + (s % SW) * kWBytes;
+    const uint4 lo = *reinterpret_cast<const uint4*>(wrow + (wsw << 4));
+    const uint4 hi = *reinterpret_cast<const uint4*>(wrow + ((wsw ^ 1) << 4));
     // Words hf, hf + 2, hf + 4, hf + 6 of the row (word w: the stage's codes 8 w .. 8 w + 7).
     const uint32_t m[4] = {hf ? lo.y : lo.x, hf ? lo.w : lo.z, hf ? hi.y : hi.x, hf ? hi.w : hi.z};
     // Their block multipliers: MXFP4 32-blocks (words 0..3, 4..7), NVFP4 16-blocks (word w: w / 2).
@@ -223,7 +239,7 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
 #pragma unroll
       for (int i = 0; i < 4; ++i) bm[i] = lut[(sc0 >> (8 * i)) & 0xFFu];
     }
-    uint8_t* dst = awrite + slot * kSlot;
+    uint8_t* dst = awrite + slot * kABytes;
 #pragma unroll
     for (int j = 0; j < 4; ++j) {
       uint32_t v[4];
@@ -234,15 +250,20 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
     }
     fence_proxy_async();  // the copies and these stores, before the consumers' wgmmas read them
     bar_arrive(kBarFull + slot, kThreads);
-    // Refill the slot of stage s - 1 with stage s + S - 1 once the consumers are done with it.
-    if (s >= 1) bar_sync(kBarEmpty + (s - 1) % S, kThreads);
-    issue(s + S - 1);
+    // Stage s + kBAhead's activations go to the slot of stage s - 2 once the consumers are done
+    // with it; the weights' slot of stage s + kWAhead (s - 1's) every producer has decoded (the
+    // producer barrier above).
+    if (s >= 2) bar_sync(kBarEmpty + (s - 2) % S, kThreads);
+    issue_b(s + kBAhead);
+    issue_w(s + kWAhead);
+    cp_async_commit();
     sc0 = sc1;
     sc1 = sc2;
     sc2 = scale_word(s + 3);
   }
   cp_async_wait<0>();
-  if (tl.nk >= 1) bar_sync(kBarEmpty + (tl.nk - 1) % S, kThreads);  // the last stage's release
+  // The releases of the last two stages (the loop waited for those of stages 0 .. nk - 3).
+  for (int s = max(tl.nk - 2, 0); s < tl.nk; ++s) bar_sync(kBarEmpty + s % S, kThreads);
 }
 
 // Warpgroups 2 and 3: wgmmas and the store. Tokens 0..127 of the tile in acc0 (wgmma N = N0),
@@ -257,8 +278,8 @@ __device__ __forceinline__ void consumer(const Params& p, const Tile& tl, uint8_
   for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
   for (int s = 0; s < tl.nk; ++s) {
     const int slot = s % S;
-    const uint32_t base = tl.smem + static_cast<uint32_t>(slot) * kSlot;
-    const uint64_t desc_b = smem_desc(base), desc_a = smem_desc(base + kBBytes + cwg * (kABytes / 2));
+    const uint64_t desc_b = smem_desc(tl.smem + static_cast<uint32_t>(slot) * kBBytes);
+    const uint64_t desc_a = smem_desc(tl.smem + kAOff + static_cast<uint32_t>(slot) * kABytes + cwg * (kABytes / 2));
     bar_sync(kBarFull + slot, kThreads);
     fence_operand(acc0);
     fence_operand(acc1);
@@ -282,7 +303,7 @@ __device__ __forceinline__ void consumer(const Params& p, const Tile& tl, uint8_
   // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
   constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
   if (N0 + N1 >= 64 && p.d_bulk) {
-    // Staged as [token][row] over the ring (every copy and decode landed before the last full
+    // Staged as [token][row] over the activation and decoded rings (every copy and decode landed before the last full
     // barrier; the consumer barrier below: both warpgroups' wgmmas are done), then one bulk copy
     // per token of its 128 rows (w4_wgmma.cu's epilogue).
     float* st = reinterpret_cast<float*>(slot0);
@@ -332,7 +353,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_ws_kernel(const __grid_c
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t slot0 = (raw_addr + 1023u) & ~1023u;
   uint8_t* slot0_gen = smem_raw + (slot0 - raw_addr);
-  uint32_t* lut = reinterpret_cast<uint32_t*>(slot0_gen + kStages * kSlot);
+  uint32_t* lut = reinterpret_cast<uint32_t*>(slot0_gen + kLutOff);
   if (threadIdx.x < 256) lut[threadIdx.x] = scale_bits<F>(threadIdx.x);  // ordered by find_tile's barriers
   int e, tile;
   find_tile<kThreads, TM>(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
