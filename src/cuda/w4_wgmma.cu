@@ -38,6 +38,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -84,6 +85,7 @@ struct Params {
   bool swizzled;
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
+  int diag = 0;  // DIAGNOSTIC ONLY (FUSEDMOE_W4_DIAG): bit 0 skips the activation copies, bit 1 the weight copies
   bool d_bulk = false;  // the epilogue's bulk row copies: 16-byte aligned rows and output (make_params / the ACT launch)
 };
 
@@ -237,8 +239,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     if (s < nk) {
 #pragma unroll
       for (int i = 0; i < C; ++i)
-        if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
-      cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
+        if (bok[i] && !(p.diag & 1)) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
+      if (!(p.diag & 2)) cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
     }
     cp_async_commit();  // always a group, maybe empty: the wait counts stay uniform
   };
@@ -463,6 +465,8 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
   p.offsets = offsets;
   p.swizzled = w.swizzled;
   p.d_bulk = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;  // F32 (the ACT launch sets its own)
+  static const int diag = std::getenv("FUSEDMOE_W4_DIAG") ? std::atoi(std::getenv("FUSEDMOE_W4_DIAG")) : 0;
+  p.diag = diag;
   return p;
 }
 

@@ -29,6 +29,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -78,6 +79,7 @@ struct Params {
   const int32_t* offsets;
   bool swizzled;
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_pair's multipliers (kernel parameters: w4_wgmma.cu says why)
+  int diag = 0;  // DIAGNOSTIC ONLY (FUSEDMOE_W4_DIAG): bit 0 skips the activation copies, bit 1 the weight copies
   bool d_bulk = false;                          // the bulk row copies of D (n % 4 == 0, 16-byte aligned d)
 };
 
@@ -178,12 +180,12 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
       const uint32_t slot = tl.smem + static_cast<uint32_t>(s % S) * kBBytes;
 #pragma unroll
       for (int i = 0; i < kBChunks; ++i)
-        if (brow + 32 * i < tl.rows)
+        if (brow + 32 * i < tl.rows && !(p.diag & 1))
           cp_async16(slot + bdst + 32 * 128 * i, bsrc + 32 * i * arow + static_cast<int64_t>(s) * (kBK * 2), true);
     }
   };
   auto issue_w = [&](int s) {
-    if (s < tl.nk)
+    if (s < tl.nk && !(p.diag & 2))
       cp_async16(tl.smem + wdst + static_cast<uint32_t>(s % SW) * kWBytes, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
   };
   // Groups: the prologue's (weights 0 .. kWAhead - 1 with activations 0; then activations 1 ..
@@ -408,6 +410,8 @@ void w4_wgmma_ws_grouped_gemm(const W4Weights& w, const void* a, float* d, int g
   p.offsets = offsets;
   p.swizzled = w.swizzled;
   p.d_bulk = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;
+  static const int diag = std::getenv("FUSEDMOE_W4_DIAG") ? std::atoi(std::getenv("FUSEDMOE_W4_DIAG")) : 0;
+  p.diag = diag;
   if (w.format == Format::MXFP4) launch<kMx>(p, max_rows, stream);
   else launch<kNv>(p, max_rows, stream);
 }
