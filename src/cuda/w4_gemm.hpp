@@ -81,14 +81,6 @@ inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4D
 bool w4_wgmma_shape_ok(const W4Weights& w);
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                            int64_t max_rows, cudaStream_t stream);
-// Its two kernels, the same bits (w4_wgmma_grouped_gemm takes the warp-specialised one unless
-// FUSEDMOE_W4_WS=0): the register-sourced form (w4_wgmma.cu: every warp decodes its A fragments
-// between its wgmmas) and the warp-specialised one (w4_wgmma_ws.cu: decoder warpgroups write the
-// bf16 weight tile to shared memory, MMA warpgroups read both operands from there).
-void w4_wgmma_rs_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
-                              int64_t max_rows, cudaStream_t stream);
-void w4_wgmma_ws_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
-                              int64_t max_rows, cudaStream_t stream);
 // GEMM1 with the gated activation in the wgmma kernel's epilogue (no fp32 h, no activation
 // kernel), the activation kernel's arithmetic on the same sums. act_rows == nullptr: act.quant
 // NONE, GEMM2's bf16 operand into act.out (in the k order act.korder asks); else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the

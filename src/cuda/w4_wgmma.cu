@@ -38,13 +38,11 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
-#include "cuda/env_switch.hpp"
 #include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_act_epilogue.cuh"
@@ -85,7 +83,6 @@ struct Params {
   bool swizzled;
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
-  int diag = 0;  // DIAGNOSTIC ONLY (FUSEDMOE_W4_DIAG): bit 0 skips the activation copies, bit 1 the weight copies
   bool d_bulk = false;  // the epilogue's bulk row copies: 16-byte aligned rows and output (make_params / the ACT launch)
 };
 
@@ -239,8 +236,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     if (s < nk) {
 #pragma unroll
       for (int i = 0; i < C; ++i)
-        if (bok[i] && !(p.diag & 1)) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
-      if (!(p.diag & 2)) cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
+        if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
+      cp_async16(sw_addr + buf * kWBytes + wdst, wsrc + static_cast<int64_t>(s) * (kBK / 2), wok);
     }
     cp_async_commit();  // always a group, maybe empty: the wait counts stay uniform
   };
@@ -465,8 +462,6 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
   p.offsets = offsets;
   p.swizzled = w.swizzled;
   p.d_bulk = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;  // F32 (the ACT launch sets its own)
-  static const int diag = std::getenv("FUSEDMOE_W4_DIAG") ? std::atoi(std::getenv("FUSEDMOE_W4_DIAG")) : 0;
-  p.diag = diag;
   return p;
 }
 
@@ -479,13 +474,6 @@ bool w4_wgmma_shape_ok(const W4Weights& w) {
 
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
                            int64_t max_rows, cudaStream_t stream) {
-  static const bool ws = !env_switch_is_zero("FUSEDMOE_W4_WS");
-  if (ws) w4_wgmma_ws_grouped_gemm(w, a, d, groups, offsets, max_rows, stream);
-  else w4_wgmma_rs_grouped_gemm(w, a, d, groups, offsets, max_rows, stream);
-}
-
-void w4_wgmma_rs_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
-                              int64_t max_rows, cudaStream_t stream) {
   if (max_rows <= 0 || groups <= 0) return;
   if (!w4_wgmma_shape_ok(w)) throw Error("w4 wgmma GEMM: needs MXFP4 / NVFP4 weights, k % 64 == 0, aligned pointers");
   launch_format<W4Out::F32>(w.format, make_params(w, a, d, groups, offsets), max_rows, stream);
