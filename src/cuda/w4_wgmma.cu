@@ -83,7 +83,7 @@ struct Params {
   bool swizzled;
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
-  bool d_bulk = false;  // the epilogue's bulk row copies: 16-byte aligned rows and output (make_params / the ACT launch)
+  bool d_bulk = false;  // the staged epilogue's 16-byte row stores: 16-byte aligned rows and output (make_params / the ACT launch)
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -146,9 +146,11 @@ __device__ __forceinline__ uint32_t e2m1_nibble_pair(int j, uint32_t word, uint3
   return j % 2 == 0 ? ((x & 0x000F000Fu) * place0) & 0x81C081C0u : ((x & 0x00F000F0u) * place1) & 0x81C081C0u;
 }
 
-// The bulk epilogues' tail (fp32 D and GEMM1's bf16 activation): the staged [token][pitch] tile
-// in shared memory - written by every thread before this, fenced for the async proxy here - goes
-// out as one bulk copy per token row (thread tid: token tid, `bytes` from dst_row0 + tid x ld).
+// GEMM1's fused activation tail: the staged [token][pitch] bf16 tile - written by every thread
+// before this, fenced for the async proxy here - goes out as one bulk copy per token row (thread
+// tid: token tid, `bytes` from dst_row0 + tid x ld). (The fp32 D tile goes out by store_rows
+// below: bulk copies issued per lane serialise, see there. The same change here moved this
+// instance's mainloop schedule - ptxas - and is measured separately.)
 template <typename T>
 __device__ __forceinline__ void store_rows_bulk(T* dst_row0, int64_t ld, const T* st, int pitch, int rows,
                                                 uint32_t bytes) {
@@ -159,6 +161,27 @@ __device__ __forceinline__ void store_rows_bulk(T* dst_row0, int64_t ld, const T
     bulk_store_1d(dst_row0 + tid * ld, st + tid * pitch, bytes);
     bulk_commit();
     bulk_wait_read();
+  }
+}
+
+// The staged epilogues' tail (fp32 D and GEMM1's bf16 activation): the [token][pitch] tile in
+// shared memory (written by every thread before this) copied out by 16-byte loads and stores, kL
+// lanes per token row (bytes <= 16 kL, a multiple of 16), 32 / kL rows per warp step. Until
+// 2026-11-28 this was one cp.async.bulk per token row, thread t issuing row t's: the bulk copy
+// takes its operands in uniform registers, so every warp issued its 32 copies one lane after the
+// other (a loop of R2UR + UBLKCP waiting on each), ~11% of the fp32 GEMM's warp samples at
+// Qwen3-30B-A3B 4096 tokens (ncu, bench/results/2026-11-28-h100-w4-ws/ncu).
+template <int kL, typename T>
+__device__ __noinline__ void store_rows(T* dst_row0, int64_t ld, const T* st, int pitch, int rows, uint32_t bytes) {
+  static_assert(kL >= 1 && kL <= 32 && 32 % kL == 0, "lanes per row");
+  constexpr int kRowsPerStep = 32 / kL, kStep = kThreads / 32 * kRowsPerStep;
+  __syncthreads();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, c = lane % kL;
+  if (c * 16 >= static_cast<int>(bytes)) return;
+#pragma unroll 4
+  for (int r = warp * kRowsPerStep + lane / kL; r < rows; r += kStep) {
+    const uint4 v = *reinterpret_cast<const uint4*>(reinterpret_cast<const uint8_t*>(st + r * pitch) + 16 * c);
+    *reinterpret_cast<uint4*>(reinterpret_cast<uint8_t*>(dst_row0 + r * ld) + 16 * c) = v;
   }
 }
 
@@ -369,7 +392,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         // per thread; at 64 tokens, 16 stores, staged was 1.000-1.012x:
         // bench/results/2026-11-27-h100-w4-act-bulk r1).
         auto* st = reinterpret_cast<__nv_bfloat16*>(smem_raw + (sb_addr - raw_addr));
-        static_assert(TM * kW4ActStagePitch * 2 <= S * kBBytes && TM <= kThreads, "the staged tile fits; a thread per token");
+        static_assert(TM * kW4ActStagePitch * 2 <= S * kBBytes, "the staged tile fits");
         __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
         act_epilogue<N0, true>(p.act, st, acc0, kOut, e, row0, rows, o, 0, oc - n0);
         if constexpr (N1 > 0) act_epilogue<N1, true>(p.act, st, acc1, kOut, e, row0, rows, o, 128, oc - n0);
@@ -381,14 +404,14 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       }
     } else if (N0 + N1 >= 64 && p.d_bulk) {
       // D staged as [token][row] in the activation buffers (free: every wgmma and copy is done;
-      // the barrier orders both warpgroups), then one bulk copy per token of its 128 rows, which
-      // are contiguous in d: ~130 instructions per thread instead of the ~4 per value of 128
-      // scalar stores (predicate, address, scale, store) - a sixth of the CTA's instructions at
-      // Qwen3-30B-A3B's k = 768. Tiles of at most 32 tokens (16 stores per thread) keep the
-      // stores: staged they were 0.3-1.6% slower (bench/results/2026-11-27-h100-w4-bulk-epilogue).
+      // the barrier orders both warpgroups), then each token's 128 rows, contiguous in d, copied
+      // out by one warp with 16-byte stores (store_rows) instead of the ~4 instructions per value
+      // of 128 scalar stores (predicate, address, scale, store) - a sixth of the CTA's instructions
+      // at Qwen3-30B-A3B's k = 768. Tiles of at most 32 tokens (16 stores per thread) keep the
+      // stores: staged with bulk copies they were 0.3-1.6% slower (bench/results/2026-11-27-h100-w4-bulk-epilogue).
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
       constexpr int kDPitch = kRowsPerCta + 4;  // floats: +16 bytes, so the quad's lanes (tokens 2t) hit distinct banks
-      static_assert(TM * kDPitch * 4 <= S * kBBytes && TM <= kThreads, "the staged tile fits the activation buffers; a thread per token");
+      static_assert(TM * kDPitch * 4 <= S * kBBytes, "the staged tile fits the activation buffers");
       float* st = reinterpret_cast<float*>(smem_raw + (sb_addr - raw_addr));
       __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
 #pragma unroll
@@ -401,7 +424,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         for (int q = 0; q < 4; ++q)
           st[(128 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc1[4 * j + q] * kOut;
       const int64_t cols = min(static_cast<int64_t>(kRowsPerCta), p.n - n0);  // rows past n are not copied
-      store_rows_bulk(static_cast<float*>(p.d) + row0 * p.n + n0, p.n, st, kDPitch, rows, static_cast<uint32_t>(cols * 4));
+      store_rows<kRowsPerCta * 4 / 16>(static_cast<float*>(p.d) + row0 * p.n + n0, p.n, st, kDPitch, rows,
+                                       static_cast<uint32_t>(cols * 4));
     } else {
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
       float* d = static_cast<float*>(p.d);
