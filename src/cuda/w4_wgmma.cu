@@ -43,7 +43,6 @@
 
 #include "cuda/chained_launch.cuh"
 #include "cuda/cuda_check.hpp"
-#include "cuda/mbarrier.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_act_epilogue.cuh"
 #include "cuda/w4_decode.cuh"
@@ -146,31 +145,16 @@ __device__ __forceinline__ uint32_t e2m1_nibble_pair(int j, uint32_t word, uint3
   return j % 2 == 0 ? ((x & 0x000F000Fu) * place0) & 0x81C081C0u : ((x & 0x00F000F0u) * place1) & 0x81C081C0u;
 }
 
-// GEMM1's fused activation tail: the staged [token][pitch] bf16 tile - written by every thread
-// before this, fenced for the async proxy here - goes out as one bulk copy per token row (thread
-// tid: token tid, `bytes` from dst_row0 + tid x ld). (The fp32 D tile goes out by store_rows
-// below: bulk copies issued per lane serialise, see there. The same change here moved this
-// instance's mainloop schedule - ptxas - and is measured separately.)
-template <typename T>
-__device__ __forceinline__ void store_rows_bulk(T* dst_row0, int64_t ld, const T* st, int pitch, int rows,
-                                                uint32_t bytes) {
-  fence_proxy_async();  // the staging stores, before the bulk copies (async proxy) read them
-  __syncthreads();
-  const int tid = threadIdx.x;
-  if (tid < rows) {
-    bulk_store_1d(dst_row0 + tid * ld, st + tid * pitch, bytes);
-    bulk_commit();
-    bulk_wait_read();
-  }
-}
-
 // The staged epilogues' tail (fp32 D and GEMM1's bf16 activation): the [token][pitch] tile in
 // shared memory (written by every thread before this) copied out by 16-byte loads and stores, kL
 // lanes per token row (bytes <= 16 kL, a multiple of 16), 32 / kL rows per warp step. Until
 // 2026-11-28 this was one cp.async.bulk per token row, thread t issuing row t's: the bulk copy
 // takes its operands in uniform registers, so every warp issued its 32 copies one lane after the
 // other (a loop of R2UR + UBLKCP waiting on each), ~11% of the fp32 GEMM's warp samples at
-// Qwen3-30B-A3B 4096 tokens (ncu, bench/results/2026-11-28-h100-w4-ws/ncu).
+// Qwen3-30B-A3B 4096 tokens (ncu, bench/results/2026-11-28-h100-w4-ws/ncu). Not inlined: inlined,
+// ptxas rescheduled the fp32 instances' k loops around it (noinline: the same loop lengths; the
+// fused-activation instances' loops take ~9 more uniform moves per stage either way, and their
+// GEMM1 still got 0.97-1.00x faster: bench/results/2026-11-28-h100-w4-store r2).
 template <int kL, typename T>
 __device__ __noinline__ void store_rows(T* dst_row0, int64_t ld, const T* st, int pitch, int rows, uint32_t bytes) {
   static_assert(kL >= 1 && kL <= 32 && 32 % kL == 0, "lanes per row");
@@ -388,8 +372,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       if (N0 + N1 >= 128 && p.d_bulk) {
         // As the fp32 tile below: the CTA's 64 columns [n0, n0 + 64) of every token staged in the
         // activation buffers (the k order permutes inside aligned 64-column groups, so oc stays
-        // in them), then one bulk copy of 128 bytes per token row. From 128 tokens (32 stores
-        // per thread; at 64 tokens, 16 stores, staged was 1.000-1.012x:
+        // in them), then copied out 128 bytes per token row (store_rows). From 128 tokens (32
+        // stores per thread; at 64 tokens, 16 stores, staged with bulk copies was 1.000-1.012x:
         // bench/results/2026-11-27-h100-w4-act-bulk r1).
         auto* st = reinterpret_cast<__nv_bfloat16*>(smem_raw + (sb_addr - raw_addr));
         static_assert(TM * kW4ActStagePitch * 2 <= S * kBBytes, "the staged tile fits");
@@ -397,7 +381,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         act_epilogue<N0, true>(p.act, st, acc0, kOut, e, row0, rows, o, 0, oc - n0);
         if constexpr (N1 > 0) act_epilogue<N1, true>(p.act, st, acc1, kOut, e, row0, rows, o, 128, oc - n0);
         const int64_t cols = min(static_cast<int64_t>(kW4ActOutputsPerCta), p.act.N - n0);
-        store_rows_bulk(out + row0 * p.act.N + n0, p.act.N, st, kW4ActStagePitch, rows, static_cast<uint32_t>(cols * 2));
+        store_rows<kW4ActOutputsPerCta * 2 / 16>(out + row0 * p.act.N + n0, p.act.N, st, kW4ActStagePitch, rows,
+                                                 static_cast<uint32_t>(cols * 2));
       } else {
         act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
         if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
