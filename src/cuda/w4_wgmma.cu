@@ -369,12 +369,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       // GEMM2's bf16 operand (no p.d) in the k order of this kernel when GEMM2 runs on it; bf16
       // rows for a quantise pass in plain order (that pass writes the operand).
       const int64_t oc = !p.d ? korder_pos(o, p.act.korder) : o;
-      if (N0 + N1 >= 64 && p.d_bulk) {
+      if (N0 + N1 >= 128 && p.d_bulk) {
         // As the fp32 tile below: the CTA's 64 columns [n0, n0 + 64) of every token staged in the
         // activation buffers (the k order permutes inside aligned 64-column groups, so oc stays
-        // in them), then copied out 128 bytes per token row (store_rows). From 64 tokens (16
-        // stores per thread; staged with bulk copies 64 tokens were 1.000-1.012x, so until
-        // 2026-11-28 from 128: bench/results/2026-11-27-h100-w4-act-bulk r1, -h100-w4-store r3).
+        // in them), then copied out 128 bytes per token row (store_rows). From 128 tokens (32
+        // stores per thread; at 64 tokens, 16 stores, staged with bulk copies was 1.000-1.012x:
+        // bench/results/2026-11-27-h100-w4-act-bulk r1).
         auto* st = reinterpret_cast<__nv_bfloat16*>(smem_raw + (sb_addr - raw_addr));
         static_assert(TM * kW4ActStagePitch * 2 <= S * kBBytes, "the staged tile fits");
         __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers

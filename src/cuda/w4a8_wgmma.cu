@@ -66,10 +66,7 @@ static_assert(kSlot % 1024 == 0 && kBBytes % 1024 == 0 && kABytes % 1024 == 0, "
 constexpr int kSmem = kStages * kSlot + 1024;  // + alignment slack
 constexpr int kProducerRegs = 64, kConsumerRegs = 184;  // 256 x 64 + 256 x 184 <= 64 K (176 spills)
 constexpr int kBarProducer = 1, kBarFull = 2, kBarEmpty = 2 + kStages;  // named barrier ids (0: __syncthreads)
-constexpr int kBarConsumer = kBarEmpty + kStages;                        // the consumers' epilogue
-static_assert(kBarConsumer < 16, "16 named barriers");
-constexpr int kDPitch = kRowsPerCta + 4;  // the staged fp32 tile's row (floats): +16 bytes, the quad's lanes (tokens 2t) in distinct banks
-static_assert(TM * kDPitch * 4 <= kStages * kSlot, "the staged D tile fits the ring");
+static_assert(kBarEmpty + kStages <= 16, "16 named barriers");
 
 struct Params {
   const uint8_t* w;       // [E, n, k / 2] packed int4
@@ -80,7 +77,6 @@ struct Params {
   int groups;
   const int32_t* offsets;
   uint32_t to_biased;  // xor that makes the stored nibbles q + 8 (0x88888888 for two's complement, 0 for uint4b8)
-  bool d_rows = false;  // the staged epilogue's 16-byte row stores: n % 4 == 0, 16-byte aligned d
 };
 
 // D[64 x 32] (+)= A[64 x 32] x B[32 x 32], A e5m2, B e4m3, both in shared memory (K-major): d[0 .. 16).
@@ -242,7 +238,7 @@ __device__ __forceinline__ void producer(const Params& p, const Tile& tl, uint8_
 
 // Warpgroups 2 and 3: wgmmas, promotion with the group scales, the store.
 template <int N>
-__device__ __forceinline__ void consumer(const Params& p, const Tile& tl, uint8_t* slot0) {
+__device__ __forceinline__ void consumer(const Params& p, const Tile& tl) {
   constexpr int S = kStages, R = N / 2;
   const int ct = threadIdx.x - kProducers, cwg = ct >> 7, warp = (ct >> 5) & 3, lane = ct & 31, g = lane >> 2, t = lane & 3;
   const int lrow = cwg * 64 + warp * 16 + g;
@@ -287,26 +283,6 @@ __device__ __forceinline__ void consumer(const Params& p, const Tile& tl, uint8_
     scales(s + 3, sc2[0], sc2[1]);
   }
   // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
-  if (N >= 64 && p.d_rows) {
-    // Staged as [token][row] over the ring (the producers wrote their last bytes before the last
-    // full barrier; the consumer barrier: both warpgroups' wgmmas are done), then each token's
-    // 128 rows, contiguous in d, stored by one warp in 16-byte pieces - w4_wgmma.cu's epilogue
-    // (there 0.95-0.98x the GEMM's time against scattered stores, bench/results/2026-11-28-h100-w4-store).
-    float* st = reinterpret_cast<float*>(slot0);
-    bar_sync(kBarConsumer, 256);
-#pragma unroll
-    for (int j = 0; j < N / 8; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) st[(8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc[4 * j + q];
-    bar_sync(kBarConsumer, 256);
-    const int bytes = static_cast<int>(min(static_cast<int64_t>(kRowsPerCta), p.n - tl.n0)) * 4;
-    if (lane * 16 < bytes)
-      for (int r = ct >> 5; r < tl.rows; r += 8) {
-        const uint4 v = *reinterpret_cast<const uint4*>(st + r * kDPitch + 4 * lane);
-        *reinterpret_cast<uint4*>(p.d + (tl.row0 + r) * p.n + tl.n0 + 4 * lane) = v;
-      }
-    return;
-  }
 #pragma unroll
   for (int j = 0; j < N / 8; ++j)
 #pragma unroll
@@ -337,13 +313,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4a8_wgmma_kernel(const __grid_co
     return;
   }
   setmaxnreg_inc<kConsumerRegs>();
-  uint8_t* slot0 = smem_raw + (tl.smem - raw_addr);
   // The fewest multiple of 32 tokens that holds the tile's rows.
-  if (tl.rows > 128) consumer<160>(p, tl, slot0);
-  else if (tl.rows > 96) consumer<128>(p, tl, slot0);
-  else if (tl.rows > 64) consumer<96>(p, tl, slot0);
-  else if (tl.rows > 32) consumer<64>(p, tl, slot0);
-  else consumer<32>(p, tl, slot0);
+  if (tl.rows > 128) consumer<160>(p, tl);
+  else if (tl.rows > 96) consumer<128>(p, tl);
+  else if (tl.rows > 64) consumer<96>(p, tl);
+  else if (tl.rows > 32) consumer<64>(p, tl);
+  else consumer<32>(p, tl);
 }
 
 }  // namespace
@@ -367,7 +342,6 @@ void w4a8_wgmma_grouped_gemm(const W4Weights& w, const uint8_t* a, float* d, int
   p.groups = groups;
   p.offsets = offsets;
   p.to_biased = w.uint4b8 ? 0u : 0x88888888u;
-  p.d_rows = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;
   opt_in_dynamic_smem<w4a8_wgmma_kernel>(kSmem);
   const int64_t active = std::min<int64_t>(max_rows, groups);
   const int64_t tiles = (max_rows + TM - 1) / TM + active;  // >= the sum over experts of ceil(rows / TM)
