@@ -55,6 +55,11 @@ def load_json(path):
         return json.load(f)
 
 
+def json_exists(path):
+    """load_json can read it: the file or its gzipped copy."""
+    return os.path.exists(path) or os.path.exists(path + ".gz")
+
+
 def device_slug(name: str) -> str:
     s = re.sub(r"[^a-z0-9]+", "-", (name or "unknown").lower()).strip("-")
     return s or "unknown"
@@ -455,8 +460,8 @@ def main(argv=None) -> int:
     ap.add_argument("--no-plots", action="store_true")
     a = ap.parse_args(argv)
     bench = load_json(a.bench)
-    peers = load_json(a.peers) if a.peers and os.path.exists(a.peers) else None
-    repeat = load_json(a.repeat) if a.repeat and os.path.exists(a.repeat) else None
+    peers = load_json(a.peers) if a.peers and json_exists(a.peers) else None
+    repeat = load_json(a.repeat) if a.repeat and json_exists(a.repeat) else None
     date = (bench.get("date_utc") or "")[:10] or "undated"
     stem = a.name or f"{date}-{device_slug(bench.get('device', {}).get('name', ''))}"
     os.makedirs(a.results_dir, exist_ok=True)
