@@ -300,28 +300,16 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       float bg, bu, ds;
       int s, ob;
       bool nok;
-      bool split;  // a leftover task both halves share (k-blocks 8 half + hw + 16 u)
     };
-    // Tasks below reg_end go round by round to the CTA halves (stride 2G). Where the last round
-    // holds at most one task per CTA (gpt-oss-120b: 1440 tasks, 5 rounds of 264 and 120 left),
-    // those leftovers go to CTAs 0, 1, ... and both halves of the CTA share one (its k-blocks split
-    // over 16 warps), instead of half 0 doing it alone while half 1 waits at the grid barrier
-    // (GEMM1 ended at 24-31 us across CTAs: bench/results/2026-11-27-h100-decode-tail stamps).
-    const int leftover = tasks % stride;
-    const int reg_end = leftover <= static_cast<int>(gridDim.x) ? tasks - leftover : tasks;
-    auto next_split = [&](int task) {  // the first shared leftover from `task` on (step G) with an expert
-      while (task < tasks && expert[task / blocks] < 0) task += static_cast<int>(gridDim.x);
+    auto next_task = [&](int task) {  // the first task from `task` on whose slot has an expert
+      while (task < tasks && expert[task / blocks] < 0) task += stride;
       return task;
     };
-    auto next_task = [&](int task) {  // the next item from `task` on: a regular task, then the shared leftovers
-      while (task < reg_end && expert[task / blocks] < 0) task += stride;
-      return task < reg_end ? task : next_split(reg_end + static_cast<int>(blockIdx.x));
-    };
     // Loads of k-blocks base + 8u of a job's rows.
-    auto load_round = [&](Job& j, int base, int step) {
+    auto load_round = [&](Job& j, int base) {
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
-        const int kb = base + u * step;
+        const int kb = base + u * kHalfWarps;
         const bool in = kb < kblocks && kb * kKBlockValues + 32 * t < K && j.nok;
         j.wl[u] = load16_stream(j.wg + kb * kKBlockBytes, in);
         j.wh[u] = load16_stream(j.wu + kb * kKBlockBytes, in);
@@ -330,7 +318,6 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       }
     };
     auto issue = [&](int task, Job& j) {
-      j.split = task >= reg_end;
       j.s = task / blocks;
       j.ob = task - j.s * blocks;
       const int e = expert[j.s];
@@ -362,16 +349,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       j.wu = p.w4_13.w + (er + ui) * hk + 16 * t;
       j.sg = scale_at<F>(p.w4_13, e, gi, first);
       j.su = scale_at<F>(p.w4_13, e, ui, first);
-      if (!j.split) load_round(j, hw, kHalfWarps);  // (two calls: the regular one keeps constant steps)
-      else load_round(j, half * kHalfWarps + hw, 2 * kHalfWarps);
+      load_round(j, hw);
     };
     // The MMAs of the round in j (k-blocks base + 8u); x in shared memory already in the MMA's
     // B-register order.
-    auto mma_round = [&](const Job& j, int base, int step, float (&c)[4]) {
+    auto mma_round = [&](const Job& j, int base, float (&c)[4]) {
       const uint8_t* xr = xs + (kA == kNvfp4 ? 2 * K * j.s : 0);  // W4A4: the slot's row
 #pragma unroll
       for (int u = 0; u < kU; ++u) {
-        const int kb = base + u * step;
+        const int kb = base + u * kHalfWarps;
         if (kb >= kblocks) break;  // the same for the whole warp (mma.sync)
         const int k0 = kb * kKBlockValues + 32 * t;
         uint32_t bx[4][4];
@@ -386,53 +372,15 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
     int it = 0;
     auto finish = [&](Job& j) {
       float c[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      // K > 8 * kU k-blocks (K > 4096 at kU = 4; 16 * kU when shared): the further rounds unpipelined.
-      if (!j.split) {
-        mma_round(j, hw, kHalfWarps, c);
-        for (int base = hw + kHalfWarps * kU; base < kblocks; base += kHalfWarps * kU) {
-          load_round(j, base, kHalfWarps);
-          mma_round(j, base, kHalfWarps, c);
-        }
-      } else {
-        const int b0 = half * kHalfWarps + hw;
-        mma_round(j, b0, 2 * kHalfWarps, c);
-        for (int base = b0 + 2 * kHalfWarps * kU; base < kblocks; base += 2 * kHalfWarps * kU) {
-          load_round(j, base, 2 * kHalfWarps);
-          mma_round(j, base, 2 * kHalfWarps, c);
-        }
+      mma_round(j, hw, c);
+      // K > 8 * kU k-blocks (K > 4096 at kU = 4): the further rounds unpipelined.
+      for (int base = hw + kHalfWarps * kU; base < kblocks; base += kHalfWarps * kU) {
+        load_round(j, base);
+        mma_round(j, base, c);
       }
       if (tid == 0 && !w2_issued) {  // after the first task's weight loads (see issue_w2)
         issue_w2();
         w2_issued = true;
-      }
-      // The mma kernel's D (sums x 2^kE2m1Shift, exact), then the activation kernel's steps,
-      // stored at its place in GEMM2's B-register order (see x above).
-      auto store = [&](int64_t ne, float gate, float up) {
-        ActivationRowStore st;
-        st.ds = j.ds;
-        st.scaled = true;  // GENERIC
-        const float v = st.value(ap, gate * kOut, up * kOut, j.bg, j.bu);
-        if constexpr (kStaged) p.stage[j.s * N + ne] = v;  // quantised after the barrier
-        else static_cast<__nv_bfloat16*>(ap.out)[j.s * N + w4_mma_pos(ne)] = __float2bfloat16_rn(v);
-      };
-      if (j.split) {
-        // A shared leftover: the 16 warps' partial sums through part[h][0] (the first barrier:
-        // every earlier epilogue has read its buffer), added half by half in warp order
-        // (deterministic), the epilogue on warp 0's lanes.
-        __syncthreads();
-        if (t == 0) {
-          part[half][0][hw][0][g] = c[0];
-          part[half][0][hw][1][g] = c[2];
-        }
-        __syncthreads();
-        const int64_t ne = static_cast<int64_t>(j.ob) * kOuts + lane;
-        if (warp == 0 && lane < kOuts && ne < N) {
-          float gate, up, gate1, up1;
-          sum_task_parts(part[0][0], lane, gate, up);
-          sum_task_parts(part[1][0], lane, gate1, up1);
-          store(ne, gate + gate1, up + up1);
-        }
-        return;
       }
       const int buf = it & 1;
       const bool epi = hw == (it % kHalfWarps) && lane < kOuts;  // this task's epilogue lanes
@@ -447,22 +395,26 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
       if (epi && ne < N) {
         float gate, up;
         sum_task_parts(part[half][buf], lane, gate, up);
-        store(ne, gate, up);
+        // The mma kernel's D (sums x 2^kE2m1Shift, exact), then the activation kernel's steps,
+        // stored at its place in GEMM2's B-register order (see x above).
+        ActivationRowStore st;
+        st.ds = j.ds;
+        st.scaled = true;  // GENERIC
+        const float v = st.value(ap, gate * kOut, up * kOut, j.bg, j.bu);
+        if constexpr (kStaged) p.stage[j.s * N + ne] = v;  // quantised after the barrier
+        else static_cast<__nv_bfloat16*>(ap.out)[j.s * N + w4_mma_pos(ne)] = __float2bfloat16_rn(v);
       }
-    };
-    auto next_item = [&](int task) {
-      return task < reg_end ? next_task(task + stride) : next_split(task + static_cast<int>(gridDim.x));
     };
     Job A, B;
     int task = next_task(static_cast<int>(first_task(p, half)));
     if (task < tasks) issue(task, A);
     while (task < tasks) {
-      int nt = next_item(task);
+      int nt = next_task(task + stride);
       if (nt < tasks) issue(nt, B);
       finish(A);
       task = nt;
       if (task >= tasks) break;
-      nt = next_item(task);
+      nt = next_task(task + stride);
       if (nt < tasks) issue(nt, A);
       finish(B);
       task = nt;
