@@ -82,7 +82,7 @@ struct Params {
   bool swizzled;
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
-  bool d_bulk = false;  // the staged epilogue's 16-byte row stores: 16-byte aligned rows and output (make_params / the ACT launch)
+  bool d_staged = false;  // the staged epilogue's 16-byte row stores: 16-byte aligned rows and output (make_params / the ACT launch)
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       // GEMM2's bf16 operand (no p.d) in the k order of this kernel when GEMM2 runs on it; bf16
       // rows for a quantise pass in plain order (that pass writes the operand).
       const int64_t oc = !p.d ? korder_pos(o, p.act.korder) : o;
-      if (N0 + N1 >= 128 && p.d_bulk) {
+      if (N0 + N1 >= 128 && p.d_staged) {
         // As the fp32 tile below: the CTA's 64 columns [n0, n0 + 64) of every token staged in the
         // activation buffers (the k order permutes inside aligned 64-column groups, so oc stays
         // in them), then copied out 128 bytes per token row (store_rows). From 128 tokens (32
@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
         if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
       }
-    } else if (N0 + N1 >= 64 && p.d_bulk) {
+    } else if (N0 + N1 >= 64 && p.d_staged) {
       // D staged as [token][row] in the activation buffers (free: every wgmma and copy is done;
       // the barrier orders both warpgroups), then each token's 128 rows, contiguous in d, copied
       // out by one warp with 16-byte stores (store_rows) instead of the ~4 instructions per value
@@ -470,7 +470,7 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
   p.groups = groups;
   p.offsets = offsets;
   p.swizzled = w.swizzled;
-  p.d_bulk = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;  // F32 (the ACT launch sets its own)
+  p.d_staged = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;  // F32 (the ACT launch sets its own)
   return p;
 }
 
@@ -502,7 +502,7 @@ void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const Activati
   p.act = act;
   // Bulk row copies of the 64-column blocks: 16-byte aligned rows (N % 8 == 0) and output.
   const void* out = act_rows ? static_cast<const void*>(act_rows) : act.out;
-  p.d_bulk = act.N % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
+  p.d_staged = act.N % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   count_fused_gemm1_launch(FusedGemm1::FOUR_BIT);
   launch_format<W4Out::ACT>(w.format, p, max_rows, stream);
 }
