@@ -300,16 +300,24 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       hi = __ldg(reinterpret_cast<const uint32_t*>(sbase_hi + o));
     }
   };
-  // The stage ahead moves on (after its copies and scales): into the next sub-tile at the end of one.
+  // The stage ahead moves on (after its copies and scales): into the next sub-tile at the end of
+  // one, 128 weight rows on (fp32 D only; kAct runs one sub-tile). The switch is a few pointer
+  // increments: a general recomputation (scale_base, weight_row) in each of the three unrolled
+  // stages made the k loop 1.75x longer in code, and the layers 1.2-1.4x slower at G = 1
+  // (bench/results/2026-11-28-h100-w4-subtiles). A row past n keeps the previous tile's row
+  // (loaded, never stored).
+  int arow = static_cast<int>(n00);  // the ahead sub-tile's first weight row
   auto advance = [&]() {
     if (++ak == nk) {
       ak = 0;
-      if (++au < G && !kAct) {  // (kAct: one sub-tile)
-        const int64_t c0 = n00 + static_cast<int64_t>(au) * kPer;
-        wsrc = we + weight_row(c0, wr, wok) * half_k + (tid & 1) * 16;
-        bool ok;
-        sbase_lo = scale_base(weight_row(c0, lrow, ok));
-        sbase_hi = scale_base(weight_row(c0, lrow + 8, ok));
+      ++au;
+      if constexpr (!kAct) {
+        arow += kRowsPerCta;
+        const int64_t sstride = p.swizzled ? (scols + 3) / 4 * 512 : kRowsPerCta * scols;
+        wok = arow + wr < p.n;
+        if (wok) wsrc += kRowsPerCta * half_k;
+        if (arow + lrow < p.n) sbase_lo += sstride;
+        if (arow + lrow + 8 < p.n) sbase_hi += sstride;
       }
     }
   };
