@@ -77,11 +77,10 @@ inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4D
 }
 // MXFP4 / NVFP4 at many tokens per expert (w4_wgmma.cu): the weights decoded inside a wgmma
 // mainloop, no decoded copy (replaces the dequant way where it applies: k % 64 == 0). a: the bf16
-// operand [rows, k] in this kernel's k order (KOrder::W4_WGMMA, w4_kperm.cuh). subtiles: 128-row
-// column tiles per CTA, run back to back through one copy ring (0: the library's choice).
+// operand [rows, k] in this kernel's k order (KOrder::W4_WGMMA, w4_kperm.cuh).
 bool w4_wgmma_shape_ok(const W4Weights& w);
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
-                           int64_t max_rows, cudaStream_t stream, int subtiles = 0);
+                           int64_t max_rows, cudaStream_t stream);
 // GEMM1 with the gated activation in the wgmma kernel's epilogue (no fp32 h, no activation
 // kernel), the activation kernel's arithmetic on the same sums. act_rows == nullptr: act.quant
 // NONE, GEMM2's bf16 operand into act.out (in the k order act.korder asks); else act.quant ROW (per-token fp8) or NVFP4 (W4A4): the

@@ -38,7 +38,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -84,7 +83,6 @@ struct Params {
   ActivationParams act;  // ACT: the activation; its output goes to act.out unless d is set
   uint32_t place0 = 0x1040u, place1 = 0x104u;  // e2m1_nibble_pair's multipliers (why they are parameters: there)
   bool d_staged = false;  // the staged epilogue's 16-byte row stores: 16-byte aligned rows and output (make_params / the ACT launch)
-  int subtiles = 1;  // column tiles per CTA, run back to back through one copy ring (w4_wgmma_kernel)
 };
 
 // D[64 x 128] += A[64 x 16] (registers, bf16) x B[16 x 128] (shared memory, K-major, bf16): d[0 .. 64).
@@ -194,26 +192,15 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   lut[threadIdx.x] = scale_bits<F>(threadIdx.x);
 
   const int tid = threadIdx.x, wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  // Column tiles: kAct, 64 activation outputs; else 128 weight rows. The CTA runs G of them (its
-  // sub-tiles, p.subtiles or what is left) one after the other for the same token tile, through
-  // one continuous copy ring: the next sub-tile's first stages load while this one's last stages
-  // multiply, so only the first sub-tile pays the CTA start and the pipeline fill (about 2 us per
-  // CTA: Qwen3-30B-A3B's GEMM2 at k = 768 ran at 356 TFLOP/s against GEMM1's 426 at k = 2048).
-  constexpr int kPer = kAct ? kW4ActOutputsPerCta : kRowsPerCta;
-  const int64_t ntiles = ((kAct ? p.act.N : p.n) + kPer - 1) / kPer;
-  const int64_t t00 = static_cast<int64_t>(blockIdx.x) * p.subtiles;
-  // (GEMM1 + activation runs one: its epilogue's code per activation, repeated inside the loop,
-  // spilled in the k loops.)
-  const int G = kAct ? 1 : static_cast<int>(min(static_cast<int64_t>(p.subtiles), ntiles - t00));
-  const int64_t n00 = t00 * kPer;
-  // Weight row of local row lr of the sub-tile whose first output / row is c0 (0 when it has
-  // none: never stored); ok: it has one.
-  auto weight_row = [&](int64_t c0, int lr, bool& ok) -> int64_t {
+  // kAct: the CTA's first activation output; else its first weight row.
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kAct ? kW4ActOutputsPerCta : kRowsPerCta);
+  // Weight row of local row lr (0 when it has none: never stored); ok: it has one.
+  auto weight_row = [&](int lr, bool& ok) -> int64_t {
     if constexpr (kAct) {
-      return act_weight_row(p.act, c0, lr, ok);
+      return act_weight_row(p.act, n0, lr, ok);
     } else {
-      ok = c0 + lr < p.n;
-      return ok ? c0 + lr : 0;
+      ok = n0 + lr < p.n;
+      return ok ? n0 + lr : 0;
     }
   };
   const int64_t row0 = p.offsets[e] + static_cast<int64_t>(tile) * TM;
@@ -241,11 +228,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   const uint32_t bdst = static_cast<uint32_t>(brow * 128 + ((bcol ^ (brow & 7)) << 4));
   const int wr = tid >> 1;
   bool wok;
-  const uint8_t* wsrc = we + weight_row(n00, wr, wok) * half_k + (tid & 1) * 16;
+  const uint8_t* wsrc = we + weight_row(wr, wok) * half_k + (tid & 1) * 16;
   const uint32_t wdst = static_cast<uint32_t>(wr * kWPitch + (tid & 1) * 16);
-  // The stage three ahead of the one being multiplied, whose copies are issued and whose raw
-  // scales are loaded next: k stage ak of sub-tile au (none from G on).
-  int ak = 0, au = 0;
   // C: the activation chunks issued per stage (a compile-time count; chunks past the tile's rows
   // are predicated off). kAct issues only those its mainloop instance can need (its token widths,
   // below): 7 fewer predicated-off copies per stage at N = 32. Measured (H200, same call,
@@ -253,11 +237,10 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // DeepSeek-V3 TP1 mxfp4 1024 / 4096 tokens; the same trim slowed the plain instances 1-4%
   // (fewer instructions, a worse schedule: this mainloop is latency-bound at 8 warps per SM and
   // its speed follows ptxas's schedule), so they keep every chunk.
-  auto issue = [&](auto chunks_c, uint32_t buf) {  // the next stage into buffer buf
+  auto issue = [&](auto chunks_c, int s, uint32_t buf) {  // buf = s % S
     constexpr int C = decltype(chunks_c)::value;
     static_assert(C >= 1 && C <= kBChunks, "activation chunks per thread");
-    if (au < G) {
-      const int s = ak;
+    if (s < nk) {
 #pragma unroll
       for (int i = 0; i < C; ++i)
         if (bok[i]) cp_async16(sb_addr + buf * kBBytes + bdst + 32 * 128 * i, bsrc[i] + static_cast<int64_t>(s) * (kBK * 2), true);
@@ -271,11 +254,9 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // (linear: 2 or 4 bytes; swizzled: one 512-byte k group per 4 scale columns). Rows past n read
   // row 0's (never stored); stages past the end re-read the last one (never used).
   const int lrow = wg * 64 + warp * 16 + g;
-  // The current sub-tile's first column (output or weight row) and this thread's rows in it.
-  int64_t n0 = n00;
   bool lo_ok, hi_ok;
-  int64_t r_lo = weight_row(n0, lrow, lo_ok), r_hi = weight_row(n0, lrow + 8, hi_ok);
-  constexpr int kBs = F == kMx ? 32 : 16, kSPer = kBK / kBs;
+  const int64_t r_lo = weight_row(lrow, lo_ok), r_hi = weight_row(lrow + 8, hi_ok);
+  constexpr int kBs = F == kMx ? 32 : 16, kPer = kBK / kBs;
   const int64_t scols = p.k / kBs;
   auto scale_base = [&](int64_t row) {  // row: a weight row (0 for rows past n)
     const uint8_t* base = static_cast<const uint8_t*>(p.scale);
@@ -285,13 +266,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   const uint8_t* sbase_lo = scale_base(r_lo);
   const uint8_t* sbase_hi = scale_base(r_hi);
   auto scale_off = [&](int s) -> int64_t {
-    if (!p.swizzled) return static_cast<int64_t>(s) * kSPer;
+    if (s >= nk) s = nk - 1;
+    if (!p.swizzled) return static_cast<int64_t>(s) * kPer;
     return F == kMx ? static_cast<int64_t>(s >> 1) * 512 + 2 * (s & 1) : static_cast<int64_t>(s) * 512;
   };
-  // The raw scales of the stage ak of sub-tile au (past the last sub-tile: stages of the last
-  // one again, never used).
-  auto scales = [&](uint32_t& lo, uint32_t& hi) {
-    const int64_t o = scale_off(ak);
+  auto scales = [&](int s, uint32_t& lo, uint32_t& hi) {
+    const int64_t o = scale_off(s);
     if constexpr (F == kMx) {
       lo = __ldg(reinterpret_cast<const uint16_t*>(sbase_lo + o));
       hi = __ldg(reinterpret_cast<const uint16_t*>(sbase_hi + o));
@@ -300,64 +280,12 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       hi = __ldg(reinterpret_cast<const uint32_t*>(sbase_hi + o));
     }
   };
-  // The stage ahead moves on (after its copies and scales): into the next sub-tile at the end of
-  // one, 128 weight rows on (fp32 D only; kAct runs one sub-tile). The switch is a few pointer
-  // increments: a general recomputation (scale_base, weight_row) in each of the three unrolled
-  // stages made the k loop 1.75x longer in code, and the layers 1.2-1.4x slower at G = 1
-  // (bench/results/2026-11-28-h100-w4-subtiles). A row past n keeps the previous tile's row
-  // (loaded, never stored).
-  int arow = static_cast<int>(n00);  // the ahead sub-tile's first weight row
-  auto advance = [&]() {
-    if (++ak == nk) {
-      ak = 0;
-      ++au;
-      if constexpr (!kAct) {
-        arow += kRowsPerCta;
-        const int64_t sstride = p.swizzled ? (scols + 3) / 4 * 512 : kRowsPerCta * scols;
-        wok = arow + wr < p.n;
-        if (wok) wsrc += kRowsPerCta * half_k;
-        if (arow + lrow < p.n) sbase_lo += sstride;
-        if (arow + lrow + 8 < p.n) sbase_hi += sstride;
-      }
-    }
-  };
 
   // Tokens 0..127 of the tile in acc0 (wgmma N = N0), 128..255 in acc1 (N = N1, 0: none); the
   // CTA runs the instance of its widths (below).
   // The raw scale byte of the lane's block in a stage's scale word: MXFP4 block t / 2 (2 per
   // stage), NVFP4 block t (4 per stage).
   const uint32_t sc_shift = 8u * static_cast<uint32_t>(F == kMx ? t >> 1 : t);
-  // The sub-tile's outputs stored from the D fragments (m64nN: acc[4 j + q] = row lrow + 8 (q >= 2),
-  // token 8 j + 2 t + (q & 1)): GEMM1's activation (act_epilogue) or fp32 D, one store per value.
-  auto direct_epilogue = [&](auto n0c, auto n1c, const float (&acc0)[64], const float (&acc1)[64]) {
-    constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value;
-    constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
-    if constexpr (kAct) {
-      auto* out = static_cast<__nv_bfloat16*>(p.d ? p.d : p.act.out);
-      const int64_t o = n0 + (lrow >> 4) * 8 + g;
-      const int64_t oc = !p.d ? korder_pos(o, p.act.korder) : o;
-      act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
-      if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
-    } else {
-      float* d = static_cast<float*>(p.d);
-#pragma unroll
-      for (int j = 0; j < N0 / 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const bool ok = q >= 2 ? hi_ok : lo_ok;
-          const int tok = 8 * j + 2 * t + (q & 1);
-          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc0[4 * j + q] * kOut;
-        }
-#pragma unroll
-      for (int j = 0; j < N1 / 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const bool ok = q >= 2 ? hi_ok : lo_ok;
-          const int tok = 128 + 8 * j + 2 * t + (q & 1);
-          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc1[4 * j + q] * kOut;
-        }
-    }
-  };
   auto mainloop = [&](auto n0c, auto n1c) {
     constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value;
     float acc0[64], acc1[64];
@@ -367,97 +295,70 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     // Chunk i holds rows tid / 8 + 32 i: the first half's N0 rows, then from chunk 4 the second's N1.
     constexpr int kChunks = !kAct ? kBChunks : (N1 > 0 ? 4 + N1 / 32 : N0 / 32);
     const IntC<kChunks> chunks{};
-    uint32_t sc[3][2];
 #pragma unroll
-    for (int s = 0; s < S - 2; ++s) {
-      issue(chunks, static_cast<uint32_t>(s));
-      scales(sc[s][0], sc[s][1]);
-      advance();
-    }
+    for (int s = 0; s < S - 2; ++s) issue(chunks, s, static_cast<uint32_t>(s));
     // Raw scales of stage s in the register pair s % 3 (sc[s % 3]), loaded three stages
     // ahead into the pair they are read from. The stage loop is unrolled by three so that no
     // register moves rotate them: with a rotation (sc0 <- sc1 <- sc2 <- load) ptxas packed the
     // 16-bit MXFP4 scales of two stages into one register with a PRMT in the next stage, which
     // waited for the load there - one stage of latency cover, not three (gpt-oss-120b MXFP4,
-    // ncu: long-scoreboard stalls 0.56 -> 1.09 per issue when the stage got shorter). Between
-    // sub-tiles the pairs are rotated once (nk % 3 != 0).
-    static_assert(S - 2 == 3, "three stages ahead");
+    // ncu: long-scoreboard stalls 0.56 -> 1.09 per issue when the stage got shorter).
+    uint32_t sc[3][2];
+    scales(0, sc[0][0], sc[0][1]);
+    scales(1, sc[1][0], sc[1][1]);
+    scales(2, sc[2][0], sc[2][1]);
 
     uint32_t A[4][4];  // the A fragments of the stage's four k16 steps
-    uint32_t buf = 0, ibuf = S - 2;  // s % S and (s + S - 2) % S, s counted over the sub-tiles
-    for (int u = 0;; ++u) {
-      for (int s3 = 0; s3 < nk; s3 += 3) {
+    uint32_t buf = 0, ibuf = S - 2;  // s % S and (s + S - 2) % S
+    for (int s3 = 0; s3 < nk; s3 += 3) {
 #pragma unroll
-        for (int ui = 0; ui < 3; ++ui) {  // k stage s = s3 + ui, its scales in sc[ui] (a constant index)
-          const int s = s3 + ui;
-          if (s >= nk) break;
-          // One wgmma group per k16 step: at most 3 in flight here means the previous stage's first
-          // one is done, so every wgmma of the stage before it is (its buffer is refilled below) ...
-          wgmma_wait<3>();
-          cp_async_wait<S - 3>();  // this thread's copies of this stage have landed
-          fence_proxy_async();
-          __syncthreads();         // ... everyone's copies, and both warpgroups are past that stage
-          issue(chunks, ibuf);     // three stages ahead (maybe the next sub-tile's), into its buffer
-          // Rows lrow / lrow + 8: this lane's words 2t, 2t + 1 of each (the stage's codes 16 t .. 16 t + 15).
-          const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch + 8 * t;
-          const uint2 wl = *reinterpret_cast<const uint2*>(wrow), wh = *reinterpret_cast<const uint2*>(wrow + 8 * kWPitch);
-          const uint32_t wl_sh[2] = {wl.x >> 8, wl.y >> 8}, wh_sh[2] = {wh.x >> 8, wh.y >> 8};
-          // Descriptors of the stage's k16 steps: the start address field (bits 0..13, address / 16)
-          // advances by 2 per step and by 1024 for the second half; it never carries out of its field.
-          const uint64_t desc0 = smem_desc(sb_addr + buf * kBBytes);
-          // bf16x2 multipliers of the lane's block (MXFP4 32-block t / 2, NVFP4 16-block t), rows
-          // lrow / lrow + 8: every code of the lane's four k16 steps lies in it.
-          const uint32_t s_lo = lut[(sc[ui][0] >> sc_shift) & 0xFFu], s_hi = lut[(sc[ui][1] >> sc_shift) & 0xFFu];
+      for (int u = 0; u < 3; ++u) {  // stage s = s3 + u, its scales in sc[u] (a constant index)
+        const int s = s3 + u;
+        if (s >= nk) break;
+        // One wgmma group per k16 step: at most 3 in flight here means stage s - 1's first one is
+        // done, so every wgmma of stage s - 2 is (its buffer is refilled below) ...
+        wgmma_wait<3>();
+        cp_async_wait<S - 3>();  // this thread's copies of stage s have landed
+        fence_proxy_async();
+        __syncthreads();         // ... everyone's copies, and both warpgroups are past stage s - 2
+        issue(chunks, s + S - 2, ibuf);  // into the buffer of stage s - 2
+        // Rows lrow / lrow + 8: this lane's words 2t, 2t + 1 of each (the stage's codes 16 t .. 16 t + 15).
+        const uint8_t* wrow = sw + buf * kWBytes + lrow * kWPitch + 8 * t;
+        const uint2 wl = *reinterpret_cast<const uint2*>(wrow), wh = *reinterpret_cast<const uint2*>(wrow + 8 * kWPitch);
+        const uint32_t wl_sh[2] = {wl.x >> 8, wl.y >> 8}, wh_sh[2] = {wh.x >> 8, wh.y >> 8};
+        // Descriptors of the stage's k16 steps: the start address field (bits 0..13, address / 16)
+        // advances by 2 per step and by 1024 for the second half; it never carries out of its field.
+        const uint64_t desc0 = smem_desc(sb_addr + buf * kBBytes);
+        // bf16x2 multipliers of the lane's block (MXFP4 32-block t / 2, NVFP4 16-block t), rows
+        // lrow / lrow + 8: every code of the lane's four k16 steps lies in it.
+        const uint32_t s_lo = lut[(sc[u][0] >> sc_shift) & 0xFFu], s_hi = lut[(sc[u][1] >> sc_shift) & 0xFFu];
 #pragma unroll
-          for (int j = 0; j < 4; ++j) {
-            wgmma_wait<3>();  // the wgmma that read A[j] (the previous stage) is done
-            // Step j's fragment: codes j, j + 4 of the lane's words (the k permutation: w4_kperm.cuh).
-            auto dec = [&](uint32_t w, uint32_t sh) { return e2m1_nibble_pair(j, w, sh, p.place0, p.place1); };
-            A[j][0] = bf16x2_mul(dec(wl.x, wl_sh[0]), s_lo);
-            A[j][1] = bf16x2_mul(dec(wh.x, wh_sh[0]), s_hi);
-            A[j][2] = bf16x2_mul(dec(wl.y, wl_sh[1]), s_lo);
-            A[j][3] = bf16x2_mul(dec(wh.y, wh_sh[1]), s_hi);
-            fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
-            fence_operand(acc0);
-            fence_operand(acc1);
-            wgmma_fence();
-            wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
-            if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
-            wgmma_commit();
-            fence_operand(acc0);
-            fence_operand(acc1);
-          }
-          scales(sc[ui][0], sc[ui][1]);  // three stages ahead
-          advance();
-          buf = buf + 1 == S ? 0 : buf + 1;
-          ibuf = ibuf + 1 == S ? 0 : ibuf + 1;
+        for (int j = 0; j < 4; ++j) {
+          wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
+          // Step j's fragment: codes j, j + 4 of the lane's words (the k permutation: w4_kperm.cuh).
+          auto dec = [&](uint32_t w, uint32_t sh) { return e2m1_nibble_pair(j, w, sh, p.place0, p.place1); };
+          A[j][0] = bf16x2_mul(dec(wl.x, wl_sh[0]), s_lo);
+          A[j][1] = bf16x2_mul(dec(wh.x, wh_sh[0]), s_hi);
+          A[j][2] = bf16x2_mul(dec(wl.y, wl_sh[1]), s_lo);
+          A[j][3] = bf16x2_mul(dec(wh.y, wh_sh[1]), s_hi);
+          fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
+          fence_operand(acc0);
+          fence_operand(acc1);
+          wgmma_fence();
+          wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
+          if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
+          wgmma_commit();
+          fence_operand(acc0);
+          fence_operand(acc1);
         }
-      }
-      wgmma_wait<0>();
-      fence_operand(acc0);
-      fence_operand(acc1);
-      if (kAct || u + 1 == G) break;
-      // A sub-tile before the last: its outputs stored from the fragments (the staged stores
-      // below need the activation buffers, which now hold the next sub-tile's first stages),
-      // then the next sub-tile's rows and zero sums. The scale pairs rotate so that the next
-      // sub-tile's stage j finds its scales in sc[j] (they were loaded into pair (nk + j) % 3).
-      direct_epilogue(n0c, n1c, acc0, acc1);
-#pragma unroll
-      for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
-      n0 += kPer;
-      r_lo = weight_row(n0, lrow, lo_ok);
-      r_hi = weight_row(n0, lrow + 8, hi_ok);
-      const int rot = nk % 3;
-      if (rot != 0) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t x0 = sc[0][h], x1 = sc[1][h], x2 = sc[2][h];
-          sc[0][h] = rot == 1 ? x1 : x2;
-          sc[1][h] = rot == 1 ? x2 : x0;
-          sc[2][h] = rot == 1 ? x0 : x1;
-        }
+        scales(s + 3, sc[u][0], sc[u][1]);
+        buf = buf + 1 == S ? 0 : buf + 1;
+        ibuf = ibuf + 1 == S ? 0 : ibuf + 1;
       }
     }
+    wgmma_wait<0>();
+    fence_operand(acc0);
+    fence_operand(acc1);
     cp_async_wait<0>();
 
     // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
@@ -483,7 +384,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         store_rows<kW4ActOutputsPerCta * 2 / 16>(out + row0 * p.act.N + n0, p.act.N, st, kW4ActStagePitch, rows,
                                                  static_cast<uint32_t>(cols * 2));
       } else {
-        direct_epilogue(n0c, n1c, acc0, acc1);
+        act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
+        if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
       }
     } else if (N0 + N1 >= 64 && p.d_staged) {
       // D staged as [token][row] in the activation buffers (free: every wgmma and copy is done;
@@ -510,7 +412,24 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       store_rows<kRowsPerCta * 4 / 16>(static_cast<float*>(p.d) + row0 * p.n + n0, p.n, st, kDPitch, rows,
                                        static_cast<uint32_t>(cols * 4));
     } else {
-      direct_epilogue(n0c, n1c, acc0, acc1);
+      constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+      float* d = static_cast<float*>(p.d);
+#pragma unroll
+      for (int j = 0; j < N0 / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const bool ok = q >= 2 ? hi_ok : lo_ok;
+          const int tok = 8 * j + 2 * t + (q & 1);
+          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc0[4 * j + q] * kOut;
+        }
+#pragma unroll
+      for (int j = 0; j < N1 / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const bool ok = q >= 2 ? hi_ok : lo_ok;
+          const int tok = 128 + 8 * j + 2 * t + (q & 1);
+          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc1[4 * j + q] * kOut;
+        }
     }
   };
   // Half widths: the fewest of 32 / 64 / 128 that hold the rows (the second half only past 128).
@@ -530,8 +449,7 @@ void launch(const Params& p, int64_t max_rows, cudaStream_t stream) {
   const int64_t tiles = (max_rows + TM - 1) / TM + active;  // >= the sum over experts of ceil(rows / TM)
   if (tiles > 65535) throw Error("w4 wgmma GEMM: " + std::to_string(max_rows) + " rows need more token tiles than a grid holds");
   const int64_t per_cta = O == W4Out::ACT ? kW4ActOutputsPerCta : kRowsPerCta, cols = O == W4Out::ACT ? p.act.N : p.n;
-  const int64_t col_tiles = (cols + per_cta - 1) / per_cta;
-  const dim3 grid(static_cast<unsigned>((col_tiles + p.subtiles - 1) / p.subtiles), static_cast<unsigned>(tiles));
+  const dim3 grid(static_cast<unsigned>((cols + per_cta - 1) / per_cta), static_cast<unsigned>(tiles));
   launch_chained(w4_wgmma_kernel<F, O>, grid, dim3(kThreads), kSmem, stream, p);
 }
 
@@ -539,20 +457,6 @@ template <W4Out O>
 void launch_format(Format f, const Params& p, int64_t max_rows, cudaStream_t stream) {
   if (f == Format::MXFP4) launch<kMx, O>(p, max_rows, stream);
   else launch<kNv, O>(p, max_rows, stream);
-}
-
-// Column sub-tiles per CTA of the fp32-D GEMM (Params::subtiles): FUSEDMOE_W4_SUBTILES overrides
-// the default for same-binary A/Bs.
-int subtiles_from_env(const char* name, int fallback) {
-  const char* v = std::getenv(name);
-  if (v == nullptr || *v == '\0') return fallback;
-  const int n = std::atoi(v);
-  if (n < 1 || n > 64) throw Error(std::string(name) + ": expected 1..64, got '" + v + "'");
-  return n;
-}
-int f32_subtiles() {
-  static const int n = subtiles_from_env("FUSEDMOE_W4_SUBTILES", 1);
-  return n;
 }
 
 Params make_params(const W4Weights& w, const void* a, void* d, int groups, const int32_t* offsets) {
@@ -567,7 +471,6 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
   p.offsets = offsets;
   p.swizzled = w.swizzled;
   p.d_staged = w.n % 4 == 0 && reinterpret_cast<uintptr_t>(d) % 16 == 0;  // F32 (the ACT launch sets its own)
-  p.subtiles = f32_subtiles();
   return p;
 }
 
@@ -579,14 +482,10 @@ bool w4_wgmma_shape_ok(const W4Weights& w) {
 }
 
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
-                           int64_t max_rows, cudaStream_t stream, int subtiles) {
+                           int64_t max_rows, cudaStream_t stream) {
   if (max_rows <= 0 || groups <= 0) return;
   if (!w4_wgmma_shape_ok(w)) throw Error("w4 wgmma GEMM: needs MXFP4 / NVFP4 weights, k % 64 == 0, aligned pointers");
-  if (subtiles < 0 || subtiles > 64)
-    throw Error("w4 wgmma GEMM: subtiles: expected 0 (default) or 1..64, got " + std::to_string(subtiles));
-  Params p = make_params(w, a, d, groups, offsets);
-  if (subtiles > 0) p.subtiles = subtiles;
-  launch_format<W4Out::F32>(w.format, p, max_rows, stream);
+  launch_format<W4Out::F32>(w.format, make_params(w, a, d, groups, offsets), max_rows, stream);
 }
 
 const char* w4_wgmma_act_refusal(const W4Weights& w, const ActivationParams& act, bool bf16_rows) {
@@ -604,7 +503,6 @@ void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const Activati
   // Bulk row copies of the 64-column blocks: 16-byte aligned rows (N % 8 == 0) and output.
   const void* out = act_rows ? static_cast<const void*>(act_rows) : act.out;
   p.d_staged = act.N % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
-  p.subtiles = 1;  // w4_wgmma_kernel runs one for kAct
   count_fused_gemm1_launch(FusedGemm1::FOUR_BIT);
   launch_format<W4Out::ACT>(w.format, p, max_rows, stream);
 }
