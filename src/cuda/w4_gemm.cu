@@ -31,6 +31,7 @@
 
 #include "cuda/active_expert.cuh"
 #include "cuda/chained_launch.cuh"
+#include "cuda/env_switch.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_decode.cuh"
@@ -114,8 +115,17 @@ __device__ __forceinline__ void cp_async_wait() {
 // once: 32-bit sizes (w4_shape_ok), a running pointer per copy row pair, scale pointers with a
 // fixed byte step per 128-k sub-chunk, activation row pointers clamped to a valid row (columns of
 // tokens past the expert's rows are computed and never stored, so they need no zeros).
-template <int F, int NT>
-__global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
+// kTail (the e2m1 formats' 8-token tile, taken where k % 256 is 1..128: gpt-oss-120b's k = 2880 is
+// 22.5 sub-chunks): the last stage, of one sub-chunk inside k, runs after the stage loop without the
+// second sub-chunk's zeros. Its own instances, so that the others keep their code: the extra code
+// took these from 80 / 96 registers to 96 / 119, and a constant-false form of the change in the
+// shared source moved other instances' register counts by up to +60.
+#ifndef FUSEDMOE_W4_TAIL_MIN_BLOCKS
+#define FUSEDMOE_W4_TAIL_MIN_BLOCKS 0
+#endif
+template <int F, int NT, bool kTail = false>
+__global__ void __launch_bounds__(kWarps * 32, kTail ? FUSEDMOE_W4_TAIL_MIN_BLOCKS : 0) w4_mma_kernel(Params p) {
+  static_assert(!kTail || (F != kInt4 && NT == 1), "the tail instances");
   chain_wait();
   extern __shared__ __align__(16) uint8_t smem[];
   const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
@@ -131,7 +141,10 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   const int n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
   if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
   const int row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
-  const int stages = (k + kSubs * 128 - 1) / (kSubs * 128);
+  const int all_stages = (k + kSubs * 128 - 1) / (kSubs * 128);
+  bool half_last = false;  // kTail: the last stage (stage `stages`) has one sub-chunk inside k
+  if constexpr (kTail) half_last = k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;
+  const int stages = all_stages - (half_last ? 1 : 0);  // run by the stage loop
   uint8_t* wsm = smem + kTableBytes + warp * kStages * kWarpStageBytes;
 
   // Weight copies of this lane: rows n0 + lane / kCols + kRowsPerCopy * i (i < kCopies), 16 bytes
@@ -311,6 +324,18 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
         __syncwarp();  // the buffer is refilled by a later issue_stage
       }
     }
+    if constexpr (kTail) {
+      if (half_last) {  // stage `stages` (issued by the loop's last step; its activations in xa)
+        static_assert(kStages == 2, "the last stage's buffer and scales below");
+        const int u = stages & 1;
+        cp_async_wait<0>();
+        __syncwarp();
+        Raw r;  // selected by value (a reference to a runtime-chosen element put sring in local memory)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) r.w[h] = u ? sring[1].w[h] : sring[0].w[h];
+        body(stages, 0, r, wsm + u * kWarpStageBytes, xa, xb);
+      }
+    }
     cp_async_wait<0>();
     __syncwarp();
     // C fragment: (weight row g / g + 8, tokens 2t / 2t + 1).
@@ -369,14 +394,24 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
   return p;
 }
 
-template <int F, int NT>
+template <int F, int NT, bool kTail = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
-  opt_in_dynamic_smem<w4_mma_kernel<F, NT>>(kSmemBytes);
-  launch_chained(w4_mma_kernel<F, NT>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail>>(kSmemBytes);
+  launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+}
+
+// FUSEDMOE_W4_TAIL=0: the tail instances off (same-binary A/B).
+bool tail_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_TAIL");
+  return on;
 }
 
 template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
+  const int64_t rem = p.k % (kSubs * 128);
+  if constexpr (F != kInt4) {
+    if (nt == 1 && rem != 0 && rem <= 128 && tail_on()) return launch_one<F, 1, true>(p, grid, stream);
+  }
   if (nt == 1) launch_one<F, 1>(p, grid, stream);
   else if (nt == 2) launch_one<F, 2>(p, grid, stream);
   else launch_one<F, 4>(p, grid, stream);
