@@ -120,11 +120,12 @@ __device__ __forceinline__ void cp_async_wait() {
 // second sub-chunk's zeros. Its own instances, so that the others keep their code: the extra code
 // took these from 80 / 96 registers to 96 / 119, and a constant-false form of the change in the
 // shared source moved other instances' register counts by up to +60.
-#ifndef FUSEDMOE_W4_TAIL_MIN_BLOCKS
-#define FUSEDMOE_W4_TAIL_MIN_BLOCKS 0
+#ifndef FUSEDMOE_W4_NV_TAIL_MIN_BLOCKS
+#define FUSEDMOE_W4_NV_TAIL_MIN_BLOCKS 5
 #endif
 template <int F, int NT, bool kTail = false>
-__global__ void __launch_bounds__(kWarps * 32, kTail ? FUSEDMOE_W4_TAIL_MIN_BLOCKS : 0) w4_mma_kernel(Params p) {
+__global__ void __launch_bounds__(kWarps * 32, kTail && F == kNv ? FUSEDMOE_W4_NV_TAIL_MIN_BLOCKS : 0)
+    w4_mma_kernel(Params p) {
   static_assert(!kTail || (F != kInt4 && NT == 1), "the tail instances");
   chain_wait();
   extern __shared__ __align__(16) uint8_t smem[];
