@@ -115,18 +115,17 @@ __device__ __forceinline__ void cp_async_wait() {
 // once: 32-bit sizes (w4_shape_ok), a running pointer per copy row pair, scale pointers with a
 // fixed byte step per 128-k sub-chunk, activation row pointers clamped to a valid row (columns of
 // tokens past the expert's rows are computed and never stored, so they need no zeros).
-// kTail (the e2m1 formats' 8-token tile, taken where k % 256 is 1..128: gpt-oss-120b's k = 2880 is
-// 22.5 sub-chunks): the last stage, of one sub-chunk inside k, runs after the stage loop without the
-// second sub-chunk's zeros. Its own instances, so that the others keep their code: the extra code
-// took these from 80 / 96 registers to 96 / 119, and a constant-false form of the change in the
-// shared source moved other instances' register counts by up to +60.
-#ifndef FUSEDMOE_W4_NV_TAIL_MIN_BLOCKS
-#define FUSEDMOE_W4_NV_TAIL_MIN_BLOCKS 5
-#endif
+// kTail (MXFP4's 8-token tile, taken where k % 256 is 1..128: gpt-oss-120b's k = 2880 is 22.5
+// sub-chunks): the last stage, of one sub-chunk inside k, runs after the stage loop without the
+// second sub-chunk's zeros. H100 (bench/results/2026-11-28-h100-w4-tail): gpt-oss-120b mxfp4 /
+// mxfp4-fp8 layers at 8-64 tokens 0.959-0.971x. Its own instance, so that the others keep their
+// code (a constant-false form of the change in the shared source moved other instances' register
+// counts by up to +60). The extra code takes it from 80 to 96 registers (5 blocks per SM instead of
+// 6; held to 6 - 80 registers, a spill - it was 0.996-1.006x). NVFP4 did not gain: at its natural
+// 119 registers 0.99-1.01x, held to 5 blocks 1.00-1.02x.
 template <int F, int NT, bool kTail = false>
-__global__ void __launch_bounds__(kWarps * 32, kTail && F == kNv ? FUSEDMOE_W4_NV_TAIL_MIN_BLOCKS : 0)
-    w4_mma_kernel(Params p) {
-  static_assert(!kTail || (F != kInt4 && NT == 1), "the tail instances");
+__global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
+  static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   chain_wait();
   extern __shared__ __align__(16) uint8_t smem[];
   const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
@@ -401,7 +400,7 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
   launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
 }
 
-// FUSEDMOE_W4_TAIL=0: the tail instances off (same-binary A/B).
+// FUSEDMOE_W4_TAIL=0: the tail instance off (same-binary A/B).
 bool tail_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_TAIL");
   return on;
@@ -410,7 +409,7 @@ bool tail_on() {
 template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
   const int64_t rem = p.k % (kSubs * 128);
-  if constexpr (F != kInt4) {
+  if constexpr (F == kMx) {
     if (nt == 1 && rem != 0 && rem <= 128 && tail_on()) return launch_one<F, 1, true>(p, grid, stream);
   }
   if (nt == 1) launch_one<F, 1>(p, grid, stream);

@@ -72,7 +72,7 @@ TEST_P(W4Gpu, DecodeSizesMatchOracle) {
   const Case one = make_w4_case(w, 40, 256, 128, 8, 1, 7 + 1000 * GetParam());
   check_against_oracle(one, make_layer(one), make_inputs(one, 1));  // all rows on expert 0
   // k % 256 = 128 in both GEMMs (GEMM1 k = 384: one full stage, then a last stage of one 128-k
-  // sub-chunk; GEMM2 k = 128: only that stage) - the mma kernel's tail instances (w4_gemm.cu).
+  // sub-chunk; GEMM2 k = 128: only that stage) - the mma kernel's MXFP4 tail instance (w4_gemm.cu).
   const Case tail = make_w4_case(w, 5, 384, 128, 8, 2, 9 + 1000 * GetParam());
   check_against_oracle(tail, make_layer(tail), make_inputs(tail, tail.E));
 }
