@@ -125,8 +125,8 @@ __device__ __forceinline__ void cp_async_wait() {
 // 119 registers 0.99-1.01x, held to 5 blocks 1.00-1.02x.
 template <int F, int NT, bool kTail = false>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
-  static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   chain_wait();
+  static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   extern __shared__ __align__(16) uint8_t smem[];
   const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
   if constexpr (F != kInt4) {
