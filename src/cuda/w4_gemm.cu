@@ -124,7 +124,7 @@ __device__ __forceinline__ void cp_async_wait() {
 // 6; held to 6 - 80 registers, a spill - it was 0.996-1.006x). NVFP4 did not gain: at its natural
 // 119 registers 0.99-1.01x, held to 5 blocks 1.00-1.02x.
 template <int F, int NT, bool kTail = false>
-__global__ void __launch_bounds__(kWarps * 32, F == kNv && NT == 1 ? 6 : 0) w4_mma_kernel(Params p) {
+__global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   extern __shared__ __align__(16) uint8_t smem[];
@@ -187,7 +187,7 @@ __global__ void __launch_bounds__(kWarps * 32, F == kNv && NT == 1 ? 6 : 0) w4_m
   static_assert(kSubs % 2 == 0 && kSubs <= 4, "scales of a stage packed below; sub-chunks taken in pairs");
   // The stage's raw scales travel packed: mxfp4 the byte of sub-chunk sub at byte sub of w[h];
   // nvfp4 / int4 its 16 bits at half sub of the 64-bit w[h].
-  using RawWord = std::conditional_t<F == kMx || (F == kNv && NT == 1 && kSubs * 16 <= 32), uint32_t, uint64_t>;
+  using RawWord = std::conditional_t<F == kMx, uint32_t, uint64_t>;
   struct Raw {
     RawWord w[2];
   };
@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kWarps * 32, F == kNv && NT == 1 ? 6 : 0) w4_m
           r |= v << (8 * sub);
         } else {
           const uint32_t v = ok ? __ldg(reinterpret_cast<const uint16_t*>(q + sub * sstep)) : 0u;
-          r |= static_cast<RawWord>(v) << (16 * sub);
+          r |= static_cast<uint64_t>(v) << (16 * sub);
         }
       }
       raw.w[h] = r;
