@@ -123,6 +123,11 @@ __device__ __forceinline__ void cp_async_wait() {
 // counts by up to +60). The extra code takes it from 80 to 96 registers (5 blocks per SM instead of
 // 6; held to 6 - 80 registers, a spill - it was 0.996-1.006x). NVFP4 did not gain: at its natural
 // 119 registers 0.99-1.01x, held to 5 blocks 1.00-1.02x.
+// The last 256-k stage holds one 128-k sub-chunk inside k (the tail instance's case: gpt-oss-120b's k = 2880).
+// The kernel spells the same test inline: called there, it made ptxas reschedule the measured tail instance.
+constexpr bool half_last_stage(int k) {  // k: 32 bits (w4_shape_ok)
+  return k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;
+}
 template <int F, int NT, bool kTail = false>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   chain_wait();
@@ -143,7 +148,7 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   const int row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
   const int all_stages = (k + kSubs * 128 - 1) / (kSubs * 128);
   bool half_last = false;  // kTail: the last stage (stage `stages`) has one sub-chunk inside k
-  if constexpr (kTail) half_last = k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;
+  if constexpr (kTail) half_last = k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;  // half_last_stage(k)
   const int stages = all_stages - (half_last ? 1 : 0);  // run by the stage loop
   uint8_t* wsm = smem + kTableBytes + warp * kStages * kWarpStageBytes;
 
@@ -408,9 +413,8 @@ bool tail_on() {
 
 template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
-  const int64_t rem = p.k % (kSubs * 128);
   if constexpr (F == kMx) {
-    if (nt == 1 && rem != 0 && rem <= 128 && tail_on()) return launch_one<F, 1, true>(p, grid, stream);
+    if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true>(p, grid, stream);
   }
   if (nt == 1) launch_one<F, 1>(p, grid, stream);
   else if (nt == 2) launch_one<F, 2>(p, grid, stream);

@@ -500,7 +500,7 @@ void w4_wgmma_gemm1_activation(const W4Weights& w, const void* a, const Activati
     throw Error(std::string("w4 wgmma GEMM1 + activation: ") + why);
   Params p = make_params(w, a, act_rows, groups, offsets);
   p.act = act;
-  // Bulk row copies of the 64-column blocks: 16-byte aligned rows (N % 8 == 0) and output.
+  // The staged epilogue's 16-byte row stores of the 64-column blocks: 16-byte aligned rows (N % 8 == 0) and output.
   const void* out = act_rows ? static_cast<const void*>(act_rows) : act.out;
   p.d_staged = act.N % 8 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0;
   count_fused_gemm1_launch(FusedGemm1::FOUR_BIT);
