@@ -375,10 +375,6 @@ class CudaBackend final : public BackendImpl {
     b.plan.expert_offsets = static_cast<int32_t*>(take((E + 1) * 4));
     b.plan.tile_offsets = static_cast<int32_t*>(take((E + 1) * 4));
     b.plan.chunk_counts = static_cast<int32_t*>(take(static_cast<size_t>(plan_chunks(slots) * E) * 4));
-    if (w4_) {  // the column counters of the 4-bit GEMM2 + finalize (w4_gemm.hpp), zeroed by the plan
-      b.plan.zero_count = static_cast<int>(w4_fin_counters(K));
-      b.plan.zero_words = static_cast<int32_t*>(take(static_cast<size_t>(b.plan.zero_count) * 4));
-    }
     b.amax1 = static_cast<float*>(take(4));
     b.amax2 = static_cast<float*>(take(4));
     b.a1 = take(s * K * operand_bytes(op_));
@@ -742,15 +738,6 @@ class CudaBackend final : public BackendImpl {
     // is the GEMM2 stage of run_timed() and the finalize stage reads 0.
     if (fuse && small_m_takes(g2, path2_) && small_m_finalize_applies(g2, fp)) {
       small_m_gemm2_finalize(g2, fp, stream, path2_ == GemmPath::SM90_FP8_BLOCK);
-      mark(4);
-      mark(5);
-      return;
-    }
-    // The 4-bit mma way at decode sizes: GEMM2 and the finalize in one kernel (the last block of a
-    // column group sums it); its time is the GEMM2 stage of run_timed() and the finalize stage reads 0.
-    if (w4_ && !w4_large_batch(g2.max_rows) &&
-        w4_mma_gemm2_finalize(w4_weights(false), g2.a, static_cast<float*>(g2.d), g2.groups, g2.expert_offsets,
-                              g2.max_rows, fp, b.plan.zero_words, b.plan.zero_count, stream)) {
       mark(4);
       mark(5);
       return;

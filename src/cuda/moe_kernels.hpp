@@ -71,10 +71,6 @@ struct PlanBuffers {
   int32_t* expert_offsets = nullptr;  // [E + 1] first row of each expert; [E] = rows
   int32_t* tile_offsets = nullptr;    // [E + 1] first SIMT tile (kSimtTileM rows) of each expert
   int32_t* chunk_counts = nullptr;    // [plan_chunks(slots) * E] general path scratch
-  // Words the plan zeroes for a later kernel of the same run (the 4-bit GEMM2 + finalize's column
-  // counters, w4_gemm.hpp): the plan runs in every run, at least two kernels before that GEMM.
-  int32_t* zero_words = nullptr;
-  int zero_count = 0;
 };
 int64_t plan_chunks(int64_t slots);
 // ids: [slots] (global ids); expert_map: [num_global] or nullptr (then num_global == E).

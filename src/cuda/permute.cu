@@ -76,13 +76,7 @@ __device__ int32_t block_exclusive_scan(int32_t* data, int n) {
 }
 
 // Expert and SIMT-tile offsets from per-expert counts in shared memory (counts are overwritten).
-// PlanBuffers::zero_words, by the block that writes the offsets.
-__device__ __forceinline__ void zero_plan_words(const PlanBuffers& p) {
-  for (int i = threadIdx.x; i < p.zero_count; i += blockDim.x) p.zero_words[i] = 0;
-}
-
 __device__ void write_offsets(int32_t* counts, int32_t* tiles, int E, const PlanBuffers& p) {
-  zero_plan_words(p);
   for (int e = threadIdx.x; e < E; e += blockDim.x) tiles[e] = (counts[e] + kSimtTileM - 1) / kSimtTileM;
   __syncthreads();
   const int32_t rows = block_exclusive_scan(counts, E);
@@ -779,7 +773,6 @@ __device__ void small_plan_block(const SmallPlanArgs& a, SmallPlanShared& sh, bo
 
 __device__ SharedRows small_plan(const SmallPlanArgs& a, SmallPlanShared& sh) {
   const bool writer = blockIdx.x == 0 && blockIdx.y == 0;
-  if (writer) zero_plan_words(a.plan);
   if (a.slots > kWarpPlanSlots) {
     small_plan_block(a, sh, writer);
     __syncthreads();

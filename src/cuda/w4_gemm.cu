@@ -33,7 +33,6 @@
 #include "cuda/chained_launch.cuh"
 #include "cuda/env_switch.hpp"
 #include "cuda/cuda_check.hpp"
-#include "cuda/finalize_term.cuh"
 #include "cuda/smem_opt_in.hpp"
 #include "cuda/w4_decode.cuh"
 #include "cuda/w4_gemm.hpp"
@@ -55,14 +54,6 @@ struct Params {
   int groups;
   const int32_t* offsets;
   bool uint4b8, swizzled;
-};
-// kFin instances (GEMM2 + finalize, below): the top-k sum of this run (fin.y = Params::d) and one
-// counter per column group of kWarps * 16 outputs, zeroed by this run's plan (PlanBuffers::zero_words).
-// A kernel parameter of its own: grown by these fields, Params changed the code of every instance
-// (ptxas no longer unswitched W4A8's k loop on uint4b8).
-struct FinArgs {
-  FinalizeParams fin;
-  int32_t* counters = nullptr;
 };
 
 // The scale of row `row` of expert e for the values from k index kk on, in two steps so that
@@ -137,68 +128,10 @@ __device__ __forceinline__ void cp_async_wait() {
 constexpr bool half_last_stage(int k) {  // k: 32 bits (w4_shape_ok)
   return k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;
 }
-// GEMM2 + finalize (kFin; the mma way's decode sizes, w4_mma_grouped_gemm): the chain's finalize
-// kernel was a launch of its own after GEMM2 (~4-7 us of stage time at 8-64 tokens). Here each
-// block, once its warps' y stores are issued, counts itself in its column group's counter; the
-// block that completes the count (every expert's y of those columns is written) sums them: out[t, c]
-// for every token and the group's columns, with finalize's terms in slot order (finalize_term.cuh:
-// the same bits as the finalize kernel). y is read back at L2 (ld.global.cg: written by other SMs).
-// The release / acquire pattern is cooperative_groups' grid barrier's: a block barrier, then one
-// thread's gpu-scope fence before (writers) and after (the last block) its atomic.
-// Inlined: the instances without it are unchanged (if constexpr).
-__device__ __noinline__ void finalize_if_last(const FinalizeParams& f, int32_t* counters) {
-  __shared__ int last;
-  __syncthreads();  // every warp's y stores are issued
-  if (threadIdx.x == 0) {
-    __threadfence();
-    last = atomicAdd(counters + blockIdx.x, 1) == static_cast<int>(gridDim.y) - 1;
-    __threadfence();
-  }
-  __syncthreads();
-  if (!last) return;
-  constexpr int kCols = kWarps * 16, kQuads = kCols / 4;  // the group's columns, 4 per item
-  // Slots whose loads are in flight together: 4 keeps the call at the k loop's register count
-  // (8 took the MXFP4 8-token instance from 80 to 88 registers, 6 to 5 blocks per SM).
-  constexpr int kBatch = 4;
-  const int topk = static_cast<int>(f.topk);
-  const int64_t K = f.K, c0 = static_cast<int64_t>(blockIdx.x) * kCols;
-  const float* y = static_cast<const float*>(f.y);
-  // The 4-bit formats' dequant is GENERIC (w4_mma_gemm2_finalize checks it): add_slot's terms
-  // with generic_factor, the bias loaded here.
-  for (int64_t i = threadIdx.x; i < f.M * kQuads; i += blockDim.x) {
-    const int64_t t = i / kQuads, c = c0 + (i % kQuads) * 4;
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    for (int k0 = 0; k0 < topk; k0 += kBatch) {  // kBatch slots' loads in flight, then their terms in slot order
-      int32_t r[kBatch];
-      float4 v[kBatch];
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        r[j] = k0 + j < topk ? f.slot_row[t * topk + k0 + j] : -1;
-        v[j] = r[j] >= 0 ? __ldcg(reinterpret_cast<const float4*>(y + r[j] * K + c)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      }
-#pragma unroll
-      for (int j = 0; j < kBatch; ++j) {
-        if (r[j] < 0) continue;
-        const int32_t e = f.row_expert[r[j]];
-        const float w = f.on_input ? 1.0f : f.topk_weights[t * topk + k0 + j];
-        const float fa = generic_factor(f.dq, r[j], e);
-        const float4 b = f.bias ? __ldg(reinterpret_cast<const float4*>(f.bias + e * K + c)) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        acc[0] = add_slot_loaded(f, acc[0], v[j].x, w, fa, 1.0f, b.x);
-        acc[1] = add_slot_loaded(f, acc[1], v[j].y, w, fa, 1.0f, b.y);
-        acc[2] = add_slot_loaded(f, acc[2], v[j].z, w, fa, 1.0f, b.z);
-        acc[3] = add_slot_loaded(f, acc[3], v[j].w, w, fa, 1.0f, b.w);
-      }
-    }
-#pragma unroll
-    for (int q = 0; q < 4; ++q) store_from_float(f.out, f.out_dtype, t * K + c + q, acc[q]);
-  }
-}
-
-template <int F, int NT, bool kTail = false, bool kFin = false>
-__global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p, const __grid_constant__ FinArgs fa) {
+template <int F, int NT, bool kTail = false>
+__global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
-  static_assert(!kFin || NT == 1, "GEMM2 + finalize: the 8-token tile");
   extern __shared__ __align__(16) uint8_t smem[];
   const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
   if constexpr (F != kInt4) {
@@ -207,14 +140,11 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p, const __g
   }
   __syncthreads();
   const int e = active_expert<kWarps>(p.offsets, p.groups, blockIdx.y);
-  if (e < 0) {  // the whole block (kFin: it counts all the same)
-    if constexpr (kFin) finalize_if_last(fa.fin, fa.counters);
-    return;
-  }
+  if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n = static_cast<int>(p.n), k = static_cast<int>(p.k), hk = k / 2;
   const int n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
-  if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist (kFin: n % 64 == 0, never)
+  if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
   const int row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
   const int all_stages = (k + kSubs * 128 - 1) / (kSubs * 128);
   bool half_last = false;  // kTail: the last stage (stage `stages`) has one sub-chunk inside k
@@ -424,7 +354,6 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p, const __g
         if (tok < rows) p.d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
       }
   }
-  if constexpr (kFin) finalize_if_last(fa.fin, fa.counters);
 }
 
 // One thread per packed word (8 values) of the experts [e0, e0 + count) that have rows (MXFP4 /
@@ -455,21 +384,6 @@ __global__ void w4_dequant_kernel(Params p, int e0, int count, uint16_t* out) {
   }
 }
 
-// Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
-// the expert's weights once); rows beyond are taken in further passes.
-int mma_tile_count(int groups, int64_t max_rows) {
-  const int64_t active = std::min<int64_t>(max_rows, groups);
-  const int64_t expect = (max_rows + active - 1) / active;
-  return expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
-}
-// One 16-row tile per warp (two measured slower: 218-255 registers, fewer warps; NOTES.md), a block
-// per kWarps of them and active expert.
-dim3 mma_grid(const W4Weights& w, int groups, int64_t max_rows) {
-  const int64_t active = std::min<int64_t>(max_rows, groups);
-  const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
-  return dim3(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
-}
-
 Params make_params(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets) {
   Params p;
   p.w = w.w;
@@ -488,25 +402,13 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
 template <int F, int NT, bool kTail = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
   opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail>>(kSmemBytes);
-  launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p, FinArgs{});
+  launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
 }
 
 // FUSEDMOE_W4_TAIL=0: the tail instance off (same-binary A/B).
 bool tail_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_TAIL");
   return on;
-}
-
-// FUSEDMOE_W4_FIN=0: GEMM2 and the finalize as two kernels again (same-binary A/B).
-bool fin_on() {
-  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FIN");
-  return on;
-}
-
-template <int F, bool kTail>
-void launch_fin(const Params& p, const FinArgs& fa, dim3 grid, cudaStream_t stream) {
-  opt_in_dynamic_smem<w4_mma_kernel<F, 1, kTail, true>>(kSmemBytes);
-  launch_chained(w4_mma_kernel<F, 1, kTail, true>, grid, dim3(kWarps * 32), kSmemBytes, stream, p, fa);
 }
 
 template <int F>
@@ -555,44 +457,20 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
                          int64_t max_rows, cudaStream_t stream) {
   if (max_rows <= 0 || groups <= 0) return;
   const Params p = make_params(w, a, d, groups, offsets);
-  const dim3 grid = mma_grid(w, groups, max_rows);
-  const int nt = mma_tile_count(groups, max_rows);
+  const int64_t active = std::min<int64_t>(max_rows, groups);
+  // Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
+  // the expert's weights once); rows beyond are taken in further passes.
+  const int64_t expect = (max_rows + active - 1) / active;
+  const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
+  // One 16-row tile per warp: two measured slower (218-255 registers, fewer warps; NOTES.md).
+  const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
+  const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
   switch (w.format) {
     case Format::W4A8_INT4: launch_mma<kInt4>(p, nt, grid, stream); break;
     case Format::MXFP4: launch_mma<kMx>(p, nt, grid, stream); break;
     case Format::NVFP4: launch_mma<kNv>(p, nt, grid, stream); break;
     default: throw Error("w4 grouped GEMM: not a 4-bit format");
   }
-}
-
-int64_t w4_fin_counters(int64_t n) { return (n + kWarps * 16 - 1) / (kWarps * 16); }
-
-bool w4_mma_gemm2_finalize(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
-                           int64_t max_rows, const FinalizeParams& fin, int32_t* counters, int64_t counter_count,
-                           cudaStream_t stream) {
-  if (max_rows <= 0 || groups <= 0 || !fin_on()) return false;
-  if (mma_tile_count(groups, max_rows) != 1) return false;  // the 8-token tile's instances only
-  // Every warp owns 16 existing rows (no early exits before the count), 16-byte column quads of y.
-  if (w.n % (kWarps * 16) != 0 || fin.K != w.n || fin.y != d || fin.y_dtype != DType::F32) return false;
-  if (fin.dq.kind != Dequant::GENERIC) return false;  // the 4-bit formats' (finalize_if_last)
-  if (fin.bias && reinterpret_cast<uintptr_t>(fin.bias) % 16 != 0) return false;  // loaded 4 columns at a time
-  if (fin.M * fin.topk > kW4FinMaxSlots || !finalize_supports_topk(fin.topk)) return false;
-  if (counters == nullptr || w4_fin_counters(w.n) > counter_count) return false;
-  const Params p = make_params(w, a, d, groups, offsets);
-  FinArgs fa;
-  fa.fin = fin;
-  fa.counters = counters;
-  const dim3 grid = mma_grid(w, groups, max_rows);
-  switch (w.format) {
-    case Format::W4A8_INT4: launch_fin<kInt4, false>(p, fa, grid, stream); break;
-    case Format::MXFP4:
-      if (half_last_stage(static_cast<int>(p.k)) && tail_on()) launch_fin<kMx, true>(p, fa, grid, stream);
-      else launch_fin<kMx, false>(p, fa, grid, stream);
-      break;
-    case Format::NVFP4: launch_fin<kNv, false>(p, fa, grid, stream); break;
-    default: throw Error("w4 GEMM2 + finalize: not a 4-bit format");
-  }
-  return true;
 }
 
 void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t* offsets, void* out,

@@ -52,19 +52,6 @@ struct W4Weights {
 void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                          int64_t max_rows, cudaStream_t stream);
 
-// GEMM2 and the finalize in one launch (the mma kernel's 8-token tile at decode sizes): d is y as
-// above, read back by the last block of each column group of 64 outputs, which writes fin.out for
-// every token and those columns (finalize's terms and order: the finalize kernel's bits). counters:
-// [counter_count] ints, at least w4_fin_counters(w.n), zero when the kernel starts (the run's plan
-// zeroes them: PlanBuffers::zero_words). Returns false, launching nothing, where it does not apply
-// (more than kW4FinMaxSlots slots, larger tiles, n % 64 != 0, FUSEDMOE_W4_FIN=0): then run
-// w4_mma_grouped_gemm and the finalize.
-constexpr int64_t kW4FinMaxSlots = 512;  // the last block's sum: M x 16 column quads x topk loads
-int64_t w4_fin_counters(int64_t n);
-bool w4_mma_gemm2_finalize(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
-                           int64_t max_rows, const FinalizeParams& fin, int32_t* counters, int64_t counter_count,
-                           cudaStream_t stream);
-
 // Decodes the MXFP4 / NVFP4 weights of experts [e0, e0 + count) that have rows into out
 // [count, n, k] (bf16); experts without rows are skipped.
 void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t* expert_offsets, void* out,
