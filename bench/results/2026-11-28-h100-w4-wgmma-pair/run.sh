@@ -4,17 +4,21 @@ set -u
 # w4_wgmma.cu), P = pair 1. Tests of P (W4 suites incl. the wgmma kernel tests, LargeGpu), memcheck of the wgmma
 # tests, then an interleaved A/B at the wgmma way's sizes.
 # r1: `bash bench/results/2026-11-28-h100-w4-wgmma-pair/run.sh`
+# r2 (Q = pair only where both halves are full, N = 256; tests of Q):
+# `TB=tests_Q VARS="base: P: Q:" ORDER=base,Q,P,P,Q,base,base,Q,P bash bench/results/2026-11-28-h100-w4-wgmma-pair/run.sh`
 mkdir -p .devcarry && tar xf .devcarry/pack/bins.tgz -C .devcarry
 t0=$(date +%s); B=$PWD/.devcarry/bin; R=/tmp/wp; O=$OUT/wp; mkdir -p $R $O
 nvidia-smi --query-gpu=name,driver_version --format=csv > $O/device.txt; cat $B/sha >> $O/device.txt; date -u >> $O/device.txt
 if [ "${TESTS:-1}" = 1 ]; then
-timeout 200 $B/tests_P --gtest_filter='W4*:*W4*:Formats/LargeGpu.*' > $R/t.log 2>&1; echo "tests rc=$? $(( $(date +%s)-t0 ))s"
-timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 $B/tests_P --gtest_filter='*W4Wgmma*:Formats/W4Gpu.LargeBatch*' > $R/t_mc.log 2>&1; echo "memcheck rc=$? $(( $(date +%s)-t0 ))s"
+timeout 200 $B/${TB:-tests_P} --gtest_filter='W4*:*W4*:Formats/LargeGpu.*' > $R/t.log 2>&1; echo "tests rc=$? $(( $(date +%s)-t0 ))s"
+timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 $B/${TB:-tests_P} --gtest_filter='*W4Wgmma*:Formats/W4Gpu.LargeBatch*' > $R/t_mc.log 2>&1; echo "memcheck rc=$? $(( $(date +%s)-t0 ))s"
 for f in t t_mc; do grep -E "^\[  FAILED|PASSED|FAILED  \]|ERROR SUMMARY|SKIPPED" $R/$f.log | tail -8 | sed "s/^/$f: /"; done | tee $O/tests_summary.txt
 fi
 AB="python3 bench/ab.py run --bench $B/bench_0 --variant-bench P=$B/bench_P"
+[ -x $B/bench_Q ] && AB="$AB --variant-bench Q=$B/bench_Q"
+VARGS=""; for v in ${VARS:-base: P:}; do VARGS="$VARGS --variant $v"; done
 ab() {  # name presets m formats
-  timeout ${ABT:-240} $AB --out $R/ab_$1 --variant base: --variant P: --order ${ORDER:-base,P,P,base,base,P} --base base -- \
+  timeout ${ABT:-240} $AB --out $R/ab_$1 $VARGS --order ${ORDER:-base,P,P,base,base,P} --base base -- \
     --preset $2 --m $3 --formats $4 --check-tokens 2 --no-ceilings --stage-runs 3 --max-minutes 0.3 > $R/ab_$1.log 2>&1
   echo "ab $1 rc=$? $(( $(date +%s)-t0 ))s"; sed -n '/| preset/,$p' $R/ab_$1.log | tee $O/ab_$1.md
   python3 bench/ab.py stages $(ls -d $R/ab_$1/*_*/) > $O/stages_$1.txt 2>&1
