@@ -172,19 +172,15 @@ __device__ __noinline__ void store_rows(T* dst_row0, int64_t ld, const T* st, in
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
 // the time of a plain parameter (H200 A/B, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 8;
 // on w4_mma_kernel the same change raised registers and spilled, and was not made).
-// One CTA's tile (expert e, token tile `tile`) at half widths N0 / N1: everything after the tile
-// lookup. Not inlined, one function per width pair: inlined into one kernel, the six mainloops
-// shared one register allocation and schedule, and a change to one of them (a paired wgmma for
-// full tiles) moved the others' k loops by 1.5-6% (bench/results/2026-11-28-h100-w4-wgmma-pair).
-// The parameters the k loop reads, in registers: through the reference they were generic loads
-// repeated every stage (the loop's asm statements clobber memory).
-template <int F, W4Out O, int N0w, int N1w>
-__device__ __noinline__ void w4_wgmma_tile(const Params& p, int e, int tile) {
+template <int F, W4Out O>
+__global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_constant__ Params p) {
+  chain_wait();
   constexpr bool kAct = O == W4Out::ACT;
   constexpr int S = kStages;
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t place0 = p.place0, place1 = p.place1;
-  const bool swizzled = p.swizzled;
+  int e, tile;
+  find_tile<kThreads, TM>(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
+  if (e < 0) return;
   const uint32_t raw_addr = static_cast<uint32_t>(__cvta_generic_to_shared(smem_raw));
   const uint32_t sb_addr = (raw_addr + 1023u) & ~1023u;          // activation tiles (1024-aligned)
   const uint32_t sw_addr = sb_addr + S * kBBytes;              // weight tiles
@@ -271,7 +267,7 @@ __device__ __noinline__ void w4_wgmma_tile(const Params& p, int e, int tile) {
   const uint8_t* sbase_hi = scale_base(r_hi);
   auto scale_off = [&](int s) -> int64_t {
     if (s >= nk) s = nk - 1;
-    if (!swizzled) return static_cast<int64_t>(s) * kPer;
+    if (!p.swizzled) return static_cast<int64_t>(s) * kPer;
     return F == kMx ? static_cast<int64_t>(s >> 1) * 512 + 2 * (s & 1) : static_cast<int64_t>(s) * 512;
   };
   auto scales = [&](int s, uint32_t& lo, uint32_t& hi) {
@@ -340,7 +336,7 @@ __device__ __noinline__ void w4_wgmma_tile(const Params& p, int e, int tile) {
         for (int j = 0; j < 4; ++j) {
           wgmma_wait<3>();  // the wgmma that read A[j] (stage s - 1) is done
           // Step j's fragment: codes j, j + 4 of the lane's words (the k permutation: w4_kperm.cuh).
-          auto dec = [&](uint32_t w, uint32_t sh) { return e2m1_nibble_pair(j, w, sh, place0, place1); };
+          auto dec = [&](uint32_t w, uint32_t sh) { return e2m1_nibble_pair(j, w, sh, p.place0, p.place1); };
           A[j][0] = bf16x2_mul(dec(wl.x, wl_sh[0]), s_lo);
           A[j][1] = bf16x2_mul(dec(wh.x, wh_sh[0]), s_hi);
           A[j][2] = bf16x2_mul(dec(wl.y, wl_sh[1]), s_lo);
@@ -436,25 +432,14 @@ __device__ __noinline__ void w4_wgmma_tile(const Params& p, int e, int tile) {
         }
     }
   };
-  mainloop(IntC<N0w>{}, IntC<N1w>{});
-}
-
-template <int F, W4Out O>
-__global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_constant__ Params p) {
-  chain_wait();
-  int e, tile;
-  find_tile<kThreads, TM>(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
-  if (e < 0) return;
-  const int64_t row0 = p.offsets[e] + static_cast<int64_t>(tile) * TM;
-  const int rows = static_cast<int>(min(static_cast<int64_t>(TM), static_cast<int64_t>(p.offsets[e + 1]) - row0));
   // Half widths: the fewest of 32 / 64 / 128 that hold the rows (the second half only past 128).
   const int n0w = half_n(min(rows, 128)), n1w = rows > 128 ? half_n(rows - 128) : 0;
-  if (n1w == 128) w4_wgmma_tile<F, O, 128, 128>(p, e, tile);
-  else if (n1w == 64) w4_wgmma_tile<F, O, 128, 64>(p, e, tile);
-  else if (n1w == 32) w4_wgmma_tile<F, O, 128, 32>(p, e, tile);
-  else if (n0w == 128) w4_wgmma_tile<F, O, 128, 0>(p, e, tile);
-  else if (n0w == 64) w4_wgmma_tile<F, O, 64, 0>(p, e, tile);
-  else w4_wgmma_tile<F, O, 32, 0>(p, e, tile);
+  if (n1w == 128) mainloop(IntC<128>{}, IntC<128>{});
+  else if (n1w == 64) mainloop(IntC<128>{}, IntC<64>{});
+  else if (n1w == 32) mainloop(IntC<128>{}, IntC<32>{});
+  else if (n0w == 128) mainloop(IntC<128>{}, IntC<0>{});
+  else if (n0w == 64) mainloop(IntC<64>{}, IntC<0>{});
+  else mainloop(IntC<32>{}, IntC<0>{});
 }
 
 template <int F, W4Out O>
