@@ -1,7 +1,8 @@
 // The 4-bit wgmma GEMM (src/cuda/w4_wgmma.cu) on its own: d[row][n] = sum_k a[row][k] x
 // e2m1(w[e][n][k]) x scale[e][n][k / block] against a float64 sum of the same exact products,
 // for MXFP4 and NVFP4, linear and 128x4-swizzled scales, every wgmma width of the two 128-token
-// halves of a tile (rows per expert 1, 40, 99, 130, 200, 257 = a full tile + 1, 513), empty
+// halves of a tile (rows per expert 1, 40, 99, 130, 200, 257 = a full tile + 1, 513), the instance
+// pairing a full tile's halves in one wgmma (more than 192 rows per expert), empty
 // experts, a weight row count that is not a multiple of the 128-row CTA tile and an odd number of
 // 64-wide k stages. The output starts as NaN bytes, so a
 // row the kernel skips fails the comparison.
@@ -109,6 +110,9 @@ TEST(W4WgmmaGpu, MatchesFloat64) {
       run_case({f, sw, {65, 64, 0, 33, 32, 129}, 136, 192}, seed++);
       // n odd: a weight row count with no even split.
       run_case({f, sw, {70, 3, 131}, 131, 128}, seed++);
+      // More than 192 rows per expert: the paired instance (full tiles on one m64n256k16; w4_wgmma.cu
+      // pair_pays), its other widths too (300 = a full tile + 44, 513 = two full tiles + 1).
+      run_case({f, sw, {256, 300, 200, 0, 513, 250}, 200, 320}, seed++);
     }
 }
 
