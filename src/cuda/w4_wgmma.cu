@@ -8,7 +8,7 @@
 // to 256 tokens of one expert (the wgmma N side, two halves of 128) - swap-AB, so the weights are
 // the register-sourced operand A and the activations the shared-memory operand B, and D is the
 // transposed output tile (weight rows x tokens), stored to d[token][row] in fp32. Each half runs
-// a wgmma of N = 32, 64 or 128, the fewest that hold its rows: an expert with 140 rows costs
+// a wgmma of N = 32, 64 or 128 (full tiles in the kPair instance: one of N = 256 for both), the fewest that hold its rows: an expert with 140 rows costs
 // 128 + 32 tokens of MMA and one weight decode (with 128-token tiles it took two CTAs, each
 // decoding the weights: the decode, not the MMA, bounds this kernel's instruction issue).
 // Pipeline: all 256 threads copy stage s + kStages - 2 (activations: 256 rows x 64 k bf16 into a
@@ -482,7 +482,8 @@ bool pair_on() {
 }
 // Whether an expert's first token tile is expected full: more than 192 rows per expert (the second half then
 // holds more than 64 tokens, a 128-wide wgmma). Qwen3-30B-A3B at 4096 tokens (256 +- 16 rows per expert):
-// layer 0.975-0.978x with the paired wgmma (H100, bench/results/2026-11-28-h100-w4-wgmma-pair r2).
+// layer 0.975-0.981x with the paired instance, the other presets untouched (H100 same-binary A/B,
+// bench/results/2026-11-28-h100-w4-pair-instance).
 bool pair_pays(int64_t max_rows, int groups) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
   return pair_on() && active > 0 && max_rows / active > 192;
