@@ -126,10 +126,31 @@ __device__ __forceinline__ void wgmma_half(float (&d)[64], const uint32_t (&a)[4
   else if constexpr (N == 64) wgmma_m64n64k16(d, a, desc);
   else wgmma_m64n32k16(d, a, desc);
 }
-// D[64 x 256] += A[64 x 16] (registers, bf16) x B[16 x 256] (shared memory, K-major, bf16): both token
-// halves of a full tile in one wgmma - the stage's activation rows are contiguous across the halves (row r at
-// r x 128 bytes) and the m64n256k16 D fragment is acc0's then acc1's (8-column blocks in order).
-__device__ __forceinline__ void wgmma_m64n256k16_pair(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc) {
+// Both token halves of a tile in one wgmma of N = 128 + N1 (160 / 192 / 256; kPair instances): the stage's
+// activation rows are contiguous across the halves (row r at r x 128 bytes) and the m64nNk16 D fragment is
+// acc0's then the first N1 / 2 values of acc1 (8-column blocks in order).
+template <int N1>
+__device__ __forceinline__ void wgmma_pair(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc);
+template <>
+__device__ __forceinline__ void wgmma_pair<32>(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n160k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79}, {%80,%81,%82,%83}, %84, p, 1, 1, 0;\n}\n"
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), "+f"(d0[32]), "+f"(d0[33]), "+f"(d0[34]), "+f"(d0[35]), "+f"(d0[36]), "+f"(d0[37]), "+f"(d0[38]), "+f"(d0[39]), "+f"(d0[40]), "+f"(d0[41]), "+f"(d0[42]), "+f"(d0[43]), "+f"(d0[44]), "+f"(d0[45]), "+f"(d0[46]), "+f"(d0[47]), "+f"(d0[48]), "+f"(d0[49]), "+f"(d0[50]), "+f"(d0[51]), "+f"(d0[52]), "+f"(d0[53]), "+f"(d0[54]), "+f"(d0[55]), "+f"(d0[56]), "+f"(d0[57]), "+f"(d0[58]), "+f"(d0[59]), "+f"(d0[60]), "+f"(d0[61]), "+f"(d0[62]), "+f"(d0[63]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]), "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), "+f"(d1[11]), "+f"(d1[12]), "+f"(d1[13]), "+f"(d1[14]), "+f"(d1[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_pair<64>(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, {%96,%97,%98,%99}, %100, p, 1, 1, 0;\n}\n"
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), "+f"(d0[32]), "+f"(d0[33]), "+f"(d0[34]), "+f"(d0[35]), "+f"(d0[36]), "+f"(d0[37]), "+f"(d0[38]), "+f"(d0[39]), "+f"(d0[40]), "+f"(d0[41]), "+f"(d0[42]), "+f"(d0[43]), "+f"(d0[44]), "+f"(d0[45]), "+f"(d0[46]), "+f"(d0[47]), "+f"(d0[48]), "+f"(d0[49]), "+f"(d0[50]), "+f"(d0[51]), "+f"(d0[52]), "+f"(d0[53]), "+f"(d0[54]), "+f"(d0[55]), "+f"(d0[56]), "+f"(d0[57]), "+f"(d0[58]), "+f"(d0[59]), "+f"(d0[60]), "+f"(d0[61]), "+f"(d0[62]), "+f"(d0[63]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]), "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), "+f"(d1[11]), "+f"(d1[12]), "+f"(d1[13]), "+f"(d1[14]), "+f"(d1[15]), "+f"(d1[16]), "+f"(d1[17]), "+f"(d1[18]), "+f"(d1[19]), "+f"(d1[20]), "+f"(d1[21]), "+f"(d1[22]), "+f"(d1[23]), "+f"(d1[24]), "+f"(d1[25]), "+f"(d1[26]), "+f"(d1[27]), "+f"(d1[28]), "+f"(d1[29]), "+f"(d1[30]), "+f"(d1[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_pair<128>(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 "
@@ -185,12 +206,14 @@ __device__ __noinline__ void store_rows(T* dst_row0, int64_t ld, const T* st, in
 // p is __grid_constant__ (the lambdas below take it by reference): layers on this kernel 0.92-0.99x
 // the time of a plain parameter (H200 A/B, bench/results/2026-11-22-h200-w4-kernel-diet-ab section 8;
 // on w4_mma_kernel the same change raised registers and spilled, and was not made).
-// kPair: full tiles (both halves 128 tokens) run one m64n256k16 per k16 step instead of two m64n128k16. Its own
-// instance, taken where the first tiles are full (pair_pays): the change in the shared kernel moved the other width
-// instances' k loops by 1.5-6% (ptxas schedules the six inlined mainloops together;
+// kPair: a tile's two token halves in one wgmma per k16 step (wgmma_pair) - kPairFull for full tiles only
+// (both halves 128 tokens: m64n256k16), kPairAll for every tile with a second half (n160 / n192 / n256). Own
+// instances, taken by the expected rows per expert (pair_mode): the change in the shared kernel moved the other
+// width instances' k loops by 1.5-6% (ptxas schedules the six inlined mainloops together;
 // bench/results/2026-11-28-h100-w4-wgmma-pair), and as noinline functions every instance was 1.1-1.3x slower
 // (bench/results/2026-11-28-h100-w4-wgmma-tiles).
-template <int F, W4Out O, bool kPair = false>
+constexpr int kPairNone = 0, kPairFull = 1, kPairAll = 2;
+template <int F, W4Out O, int kPair = kPairNone>
 __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_constant__ Params p) {
   chain_wait();
   constexpr bool kAct = O == W4Out::ACT;
@@ -363,8 +386,8 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
           fence_operand(acc0);
           fence_operand(acc1);
           wgmma_fence();
-          if constexpr (kPair && N0 == 128 && N1 == 128) {
-            wgmma_m64n256k16_pair(acc0, acc1, A[j], desc0 + 2 * j);
+          if constexpr (N0 == 128 && ((kPair == kPairFull && N1 == 128) || (kPair == kPairAll && N1 > 0))) {
+            wgmma_pair<N1>(acc0, acc1, A[j], desc0 + 2 * j);
           } else {
             wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
             if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
@@ -464,7 +487,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   else mainloop(IntC<32>{}, IntC<0>{});
 }
 
-template <int F, W4Out O, bool kPair>
+template <int F, W4Out O, int kPair>
 void launch_kernel(const Params& p, int64_t max_rows, cudaStream_t stream) {
   opt_in_dynamic_smem<w4_wgmma_kernel<F, O, kPair>>(kSmem);
   const int64_t active = std::min<int64_t>(max_rows, p.groups);
@@ -480,19 +503,28 @@ bool pair_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR");
   return on;
 }
-// Whether an expert's first token tile is expected full: more than 192 rows per expert (the second half then
-// holds more than 64 tokens, a 128-wide wgmma). Qwen3-30B-A3B at 4096 tokens (256 +- 16 rows per expert):
-// layer 0.975-0.981x with the paired instance, the other presets untouched (H100 same-binary A/B,
-// bench/results/2026-11-28-h100-w4-pair-instance).
-bool pair_pays(int64_t max_rows, int groups) {
+// The paired instance for the expected rows per expert: more than 192 - an expert's first tile full - kPairFull
+// (Qwen3-30B-A3B at 4096 tokens, 256 +- 16 rows per expert: layer 0.975-0.981x, the other presets untouched; H100
+// same-binary A/B, bench/results/2026-11-28-h100-w4-pair-instance); 113..192 - (128, 32) / (128, 64) tiles and
+// (128, 0) ones - kPairAll (FUSEDMOE_W4_PAIR_ALL=0: none there; bench/results/2026-11-28-h100-w4-pair-all).
+bool pair_all_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR_ALL");
+  return on;
+}
+int pair_mode(int64_t max_rows, int groups) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
-  return pair_on() && active > 0 && max_rows / active > 192;
+  if (!pair_on() || active <= 0) return kPairNone;
+  const int64_t expect = max_rows / active;
+  if (expect > 192) return kPairFull;
+  return expect > 112 && pair_all_on() ? kPairAll : kPairNone;
 }
 
 template <int F, W4Out O>
 void launch(const Params& p, int64_t max_rows, cudaStream_t stream) {
-  if (pair_pays(max_rows, p.groups)) return launch_kernel<F, O, true>(p, max_rows, stream);
-  launch_kernel<F, O, false>(p, max_rows, stream);
+  const int mode = pair_mode(max_rows, p.groups);
+  if (mode == kPairFull) return launch_kernel<F, O, kPairFull>(p, max_rows, stream);
+  if (mode == kPairAll) return launch_kernel<F, O, kPairAll>(p, max_rows, stream);
+  launch_kernel<F, O, kPairNone>(p, max_rows, stream);
 }
 
 template <W4Out O>

@@ -203,6 +203,12 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
   run_case({Format::NVFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, rows, 192, 192,
             true},
            seed++);
+  // 113..192 rows per expert: both kernels take the instance pairing every second half (n160 / n192 / n256).
+  const std::vector<int32_t> mid{130, 150, 170, 0, 190, 100, 129, 250};
+  run_case({Format::MXFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, mid, 200, 320},
+           seed++);
+  run_case({Format::NVFP4, false, false, true, Quant::NONE, GateUpOrder::GATE_UP, Activation::GELU, mid, 192, 192, true},
+           seed++);
   // More than 192 rows per expert: both kernels take the paired instance (full tiles on one m64n256k16).
   const std::vector<int32_t> full{256, 300, 200, 0, 250};
   run_case({Format::MXFP4, false, false, true, Quant::NONE, GateUpOrder::GATE_UP, Activation::SILU, full, 200, 320}, seed++);

@@ -2,7 +2,8 @@
 // e2m1(w[e][n][k]) x scale[e][n][k / block] against a float64 sum of the same exact products,
 // for MXFP4 and NVFP4, linear and 128x4-swizzled scales, every wgmma width of the two 128-token
 // halves of a tile (rows per expert 1, 40, 99, 130, 200, 257 = a full tile + 1, 513), the instance
-// pairing a full tile's halves in one wgmma (more than 192 rows per expert), empty
+// pairing a tile's halves in one wgmma (113..192 rows per expert: every second half; more than 192:
+// full tiles), empty
 // experts, a weight row count that is not a multiple of the 128-row CTA tile and an odd number of
 // 64-wide k stages. The output starts as NaN bytes, so a
 // row the kernel skips fails the comparison.
@@ -105,7 +106,8 @@ TEST(W4WgmmaGpu, MatchesFloat64) {
   for (Format f : {Format::MXFP4, Format::NVFP4})
     for (bool sw : {false, true}) {
       SCOPED_TRACE(std::string(f == Format::MXFP4 ? "mxfp4" : "nvfp4") + (sw ? " swizzled" : " linear"));
-      // n = 200: a partial 128-row CTA tile; k = 320: 5 stages.
+      // n = 200: a partial 128-row CTA tile; k = 320: 5 stages. 166 rows per expert: the instance pairing
+      // every second half (w4_wgmma.cu pair_mode: n160 / n192 / n256 wgmmas).
       run_case({f, sw, {130, 0, 1, 257, 99, 40, 200, 513, 160}, 200, 320}, seed++);
       run_case({f, sw, {65, 64, 0, 33, 32, 129}, 136, 192}, seed++);
       // n odd: a weight row count with no even split.
