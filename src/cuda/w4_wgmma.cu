@@ -8,7 +8,7 @@
 // to 256 tokens of one expert (the wgmma N side, two halves of 128) - swap-AB, so the weights are
 // the register-sourced operand A and the activations the shared-memory operand B, and D is the
 // transposed output tile (weight rows x tokens), stored to d[token][row] in fp32. Each half runs
-// a wgmma of N = 32, 64 or 128 (full tiles in the kPair instance: one of N = 256 for both), the fewest that hold its rows: an expert with 140 rows costs
+// a wgmma of N = 32, 64 or 128 (the kPair instances: one wgmma of N = 128 + N1 for both), the fewest that hold its rows: an expert with 140 rows costs
 // 128 + 32 tokens of MMA and one weight decode (with 128-token tiles it took two CTAs, each
 // decoding the weights: the decode, not the MMA, bounds this kernel's instruction issue).
 // Pipeline: all 256 threads copy stage s + kStages - 2 (activations: 256 rows x 64 k bf16 into a
