@@ -8,8 +8,8 @@
 // to 256 tokens of one expert (the wgmma N side, two halves of 128) - swap-AB, so the weights are
 // the register-sourced operand A and the activations the shared-memory operand B, and D is the
 // transposed output tile (weight rows x tokens), stored to d[token][row] in fp32. Each half runs
-// a wgmma of N = 32, 64 or 128 (the kPair instances: one wgmma of N = 128 + N1 for both), the fewest that hold its rows: an expert with 140 rows costs
-// 128 + 32 tokens of MMA and one weight decode (with 128-token tiles it took two CTAs, each
+// a wgmma of N = 32, 64 or 128, the fewest that hold its rows (the kPair instances: one wgmma of
+// N = 128 + N1 for both halves): an expert with 140 rows costs 128 + 32 tokens of MMA and one weight decode (with 128-token tiles it took two CTAs, each
 // decoding the weights: the decode, not the MMA, bounds this kernel's instruction issue).
 // Pipeline: all 256 threads copy stage s + kStages - 2 (activations: 256 rows x 64 k bf16 into a
 // 128-byte-swizzled K-major tile, as wgmma reads it; weights: 128 rows x 32 packed bytes) with
@@ -498,25 +498,21 @@ void launch_kernel(const Params& p, int64_t max_rows, cudaStream_t stream) {
   launch_chained(w4_wgmma_kernel<F, O, kPair>, grid, dim3(kThreads), kSmem, stream, p);
 }
 
-// FUSEDMOE_W4_PAIR=0: the paired instance off (same-binary A/B).
+// FUSEDMOE_W4_PAIR=0: both paired instances off; FUSEDMOE_W4_PAIR_ALL=0: kPairAll's off (same-binary A/Bs).
 bool pair_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR");
   return on;
 }
-// The paired instance for the expected rows per expert: more than 192 - an expert's first tile full - kPairFull
-// (Qwen3-30B-A3B at 4096 tokens, 256 +- 16 rows per expert: layer 0.975-0.981x, the other presets untouched; H100
-// same-binary A/B, bench/results/2026-11-28-h100-w4-pair-instance); 113..192 - (128, 32) / (128, 64) tiles and
-// (128, 0) ones - kPairAll (FUSEDMOE_W4_PAIR_ALL=0: none there; bench/results/2026-11-28-h100-w4-pair-all).
 bool pair_all_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR_ALL");
   return on;
 }
 int pair_mode(int64_t max_rows, int groups) {
-  const int64_t active = std::min<int64_t>(max_rows, groups);
-  if (!pair_on() || active <= 0) return kPairNone;
-  const int64_t expect = max_rows / active;
-  if (expect > 192) return kPairFull;
-  return expect > 112 && pair_all_on() ? kPairAll : kPairNone;
+  switch (w4_wgmma_pair_rule(max_rows, groups)) {
+    case W4WgmmaPair::FULL: return pair_on() ? kPairFull : kPairNone;
+    case W4WgmmaPair::ALL: return pair_on() && pair_all_on() ? kPairAll : kPairNone;
+    default: return kPairNone;
+  }
 }
 
 template <int F, W4Out O>
@@ -549,6 +545,17 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
 }
 
 }  // namespace
+
+// More than 192 rows per expert - an expert's first tile full - FULL (Qwen3-30B-A3B at 4096 tokens, 256 +- 16 rows
+// per expert: layer 0.975-0.981x, the other presets untouched; H100 same-binary A/B,
+// bench/results/2026-11-28-h100-w4-pair-instance); 113..192 - (128, 32) / (128, 64) tiles and (128, 0) ones - ALL
+// (DeepSeek-V3 TP1 / gpt-oss-120b at 4096 tokens 0.975-1.000x; bench/results/2026-11-28-h100-w4-pair-all).
+W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups) {
+  const int64_t active = std::min<int64_t>(max_rows, groups);
+  if (active <= 0) return W4WgmmaPair::NONE;
+  const int64_t expect = max_rows / active;
+  return expect > 192 ? W4WgmmaPair::FULL : expect > 112 ? W4WgmmaPair::ALL : W4WgmmaPair::NONE;
+}
 
 bool w4_wgmma_shape_ok(const W4Weights& w) {
   return (w.format == Format::MXFP4 || w.format == Format::NVFP4) && w.k % kBK == 0 && w.k > 0 && w.n > 0 &&

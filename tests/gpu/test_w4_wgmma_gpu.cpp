@@ -100,8 +100,19 @@ void run_case(const WgmmaCase& c, uint64_t seed) {
   EXPECT_EQ(bad, 0);
 }
 
+// The kernel instance a tile list takes (w4_wgmma_pair_rule on its rows and experts).
+cuda::W4WgmmaPair pair_of(const std::vector<int32_t>& rows) {
+  int64_t total = 0;
+  for (int32_t r : rows) total += r;
+  return cuda::w4_wgmma_pair_rule(total, static_cast<int>(rows.size()));
+}
+
 TEST(W4WgmmaGpu, MatchesFloat64) {
   FMOE_REQUIRE_GPU();
+  // The cases below cover the three instances.
+  EXPECT_EQ(pair_of({65, 64, 0, 33, 32, 129}), cuda::W4WgmmaPair::NONE);
+  EXPECT_EQ(pair_of({130, 0, 1, 257, 99, 40, 200, 513, 160}), cuda::W4WgmmaPair::ALL);
+  EXPECT_EQ(pair_of({256, 300, 200, 0, 513, 250}), cuda::W4WgmmaPair::FULL);
   uint64_t seed = 1;
   for (Format f : {Format::MXFP4, Format::NVFP4})
     for (bool sw : {false, true}) {
