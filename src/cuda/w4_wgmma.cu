@@ -63,12 +63,12 @@ constexpr int kRowsPerCta = 128;  // weight rows (64 per warpgroup)
 constexpr int kBK = 64;          // k per stage: one 128-byte swizzle row of bf16 activations
 constexpr int kWPitch = 32;      // bytes per weight row per stage: a half-warp's 8-byte fragment loads (4 rows x 4 lanes) hit 32 distinct banks
 
-constexpr int TM = 256;          // tokens per CTA tile: two halves of up to 128 (wgmma N)
 constexpr int kStages = 5;
-constexpr int kBBytes = TM * 128;                 // activation tile of a stage (two 16 KB halves)
 constexpr int kWBytes = kRowsPerCta * kWPitch;    // weight tile of a stage
 constexpr int kLutBytes = 256 * 4;                  // scale code -> bf16x2 multiplier (scale_bits)
-constexpr int kSmem = kStages * (kBBytes + kWBytes) + kLutBytes + 1024;  // + alignment slack
+// Shared memory of an instance: kStages activation tiles (tokens x 128 bytes) and weight tiles, the
+// scale table, alignment slack.
+constexpr int smem_bytes(int tm) { return kStages * (tm * 128 + kWBytes) + kLutBytes + 1024; }
 
 enum class W4Out { F32, ACT };
 
@@ -108,6 +108,16 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[64], const uint32_t (
 
 // D[64 x 32] += A[64 x 16] (registers, bf16) x B[16 x 32] (shared memory, K-major, bf16): d[0 .. 16).
 __device__ __forceinline__ void wgmma_m64n32k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
+// The same on a 16-float accumulator (kPairWide's third part: only those registers live).
+__device__ __forceinline__ void wgmma_m64n32k16_16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
@@ -212,12 +222,20 @@ __device__ __noinline__ void store_rows(T* dst_row0, int64_t ld, const T* st, in
 // width instances' k loops by 1.5-6% (ptxas schedules the six inlined mainloops together;
 // bench/results/2026-11-28-h100-w4-wgmma-pair), and as noinline functions every instance was 1.1-1.3x slower
 // (bench/results/2026-11-28-h100-w4-wgmma-tiles).
-constexpr int kPairNone = 0, kPairFull = 1, kPairAll = 2;
+// kPairWide: kPairFull's pairing on 288-token tiles, whose rows 256..287 take a third wgmma of N = 32 sharing
+// the decoded fragments: an expert with 257..288 rows (Qwen3-30B-A3B at 4096 tokens: 256 +- 16 rows, about
+// half the experts) is one CTA per column tile instead of a full tile plus a 1..32-token tile that decodes
+// every weight again.
+constexpr int kPairNone = 0, kPairFull = 1, kPairAll = 2, kPairWide = 3;
+// Tokens per CTA tile: two halves of up to 128 (wgmma N), kPairWide's third part of up to 32.
+constexpr int tile_tokens(int pair_mode) { return pair_mode == kPairWide ? 288 : 256; }
 template <int F, W4Out O, int kPair = kPairNone>
 __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_constant__ Params p) {
   chain_wait();
   constexpr bool kAct = O == W4Out::ACT;
   constexpr int S = kStages;
+  constexpr int TM = tile_tokens(kPair);
+  constexpr int kBBytes = TM * 128;  // activation tile of a stage (two 16 KB halves; kPairWide: + 4 KB)
   extern __shared__ uint8_t smem_raw[];
   int e, tile;
   find_tile<kThreads, TM>(p.offsets, p.groups, static_cast<int>(blockIdx.y), e, tile);
@@ -327,14 +345,19 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   // The raw scale byte of the lane's block in a stage's scale word: MXFP4 block t / 2 (2 per
   // stage), NVFP4 block t (4 per stage).
   const uint32_t sc_shift = 8u * static_cast<uint32_t>(F == kMx ? t >> 1 : t);
-  auto mainloop = [&](auto n0c, auto n1c) {
-    constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value;
+  auto mainloop = [&](auto n0c, auto n1c, auto n2c) {
+    constexpr int N0 = decltype(n0c)::value, N1 = decltype(n1c)::value, N2 = decltype(n2c)::value;
+    static_assert(N2 == 0 || (kPair == kPairWide && N0 == 128 && N1 == 128 && N2 == 32), "a third part: kPairWide");
     float acc0[64], acc1[64];
+    float acc2[16];  // kPairWide's tokens 256..287 (N2 = 32); fenced and used only then
 #pragma unroll
     for (int i = 0; i < 64; ++i) acc0[i] = acc1[i] = 0.0f;
+#pragma unroll
+    for (int i = 0; i < 16; ++i) acc2[i] = 0.0f;
 
-    // Chunk i holds rows tid / 8 + 32 i: the first half's N0 rows, then from chunk 4 the second's N1.
-    constexpr int kChunks = !kAct ? kBChunks : (N1 > 0 ? 4 + N1 / 32 : N0 / 32);
+    // Chunk i holds rows tid / 8 + 32 i: the first half's N0 rows, then from chunk 4 the second's N1,
+    // chunk 8 the third part's.
+    constexpr int kChunks = !kAct ? kBChunks : (N2 > 0 ? 9 : N1 > 0 ? 4 + N1 / 32 : N0 / 32);
     const IntC<kChunks> chunks{};
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) issue(chunks, s, static_cast<uint32_t>(s));
@@ -385,16 +408,20 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
           fence_regs(A[j]);  // the decode stays before the fence (register-only code could sink past it)
           fence_operand(acc0);
           fence_operand(acc1);
+          if constexpr (N2 > 0) fence_operand(acc2);
           wgmma_fence();
-          if constexpr (N0 == 128 && ((kPair == kPairFull && N1 == 128) || (kPair == kPairAll && N1 > 0))) {
+          if constexpr (N0 == 128 && (((kPair == kPairFull || kPair == kPairWide) && N1 == 128) ||
+                                      (kPair == kPairAll && N1 > 0))) {
             wgmma_pair<N1>(acc0, acc1, A[j], desc0 + 2 * j);
           } else {
             wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
             if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
           }
+          if constexpr (N2 > 0) wgmma_m64n32k16_16(acc2, A[j], desc0 + (256 * 128) / 16 + 2 * j);
           wgmma_commit();
           fence_operand(acc0);
           fence_operand(acc1);
+          if constexpr (N2 > 0) fence_operand(acc2);
         }
         scales(s + 3, sc[u][0], sc[u][1]);
         buf = buf + 1 == S ? 0 : buf + 1;
@@ -404,6 +431,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     wgmma_wait<0>();
     fence_operand(acc0);
     fence_operand(acc1);
+    if constexpr (N2 > 0) fence_operand(acc2);
     cp_async_wait<0>();
 
     // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
@@ -425,12 +453,14 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
         act_epilogue<N0, true>(p.act, st, acc0, kOut, e, row0, rows, o, 0, oc - n0);
         if constexpr (N1 > 0) act_epilogue<N1, true>(p.act, st, acc1, kOut, e, row0, rows, o, 128, oc - n0);
+        if constexpr (N2 > 0) act_epilogue<N2, true>(p.act, st, acc2, kOut, e, row0, rows, o, 256, oc - n0);
         const int64_t cols = min(static_cast<int64_t>(kW4ActOutputsPerCta), p.act.N - n0);
         store_rows<kW4ActOutputsPerCta * 2 / 16>(out + row0 * p.act.N + n0, p.act.N, st, kW4ActStagePitch, rows,
                                                  static_cast<uint32_t>(cols * 2));
       } else {
         act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
         if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
+        if constexpr (N2 > 0) act_epilogue<N2>(p.act, out, acc2, kOut, e, row0, rows, o, 256, oc);
       }
     } else if (N0 + N1 >= 64 && p.d_staged) {
       // D staged as [token][row] in the activation buffers (free: every wgmma and copy is done;
@@ -453,6 +483,11 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
 #pragma unroll
         for (int q = 0; q < 4; ++q)
           st[(128 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc1[4 * j + q] * kOut;
+#pragma unroll
+      for (int j = 0; j < N2 / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          st[(256 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc2[4 * j + q] * kOut;
       const int64_t cols = min(static_cast<int64_t>(kRowsPerCta), p.n - n0);  // rows past n are not copied
       store_rows<kRowsPerCta * 4 / 16>(static_cast<float*>(p.d) + row0 * p.n + n0, p.n, st, kDPitch, rows,
                                        static_cast<uint32_t>(cols * 4));
@@ -475,20 +510,39 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
           const int tok = 128 + 8 * j + 2 * t + (q & 1);
           if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc1[4 * j + q] * kOut;
         }
+#pragma unroll
+      for (int j = 0; j < N2 / 8; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const bool ok = q >= 2 ? hi_ok : lo_ok;
+          const int tok = 256 + 8 * j + 2 * t + (q & 1);
+          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc2[4 * j + q] * kOut;
+        }
     }
   };
   // Half widths: the fewest of 32 / 64 / 128 that hold the rows (the second half only past 128).
-  const int n0w = half_n(min(rows, 128)), n1w = rows > 128 ? half_n(rows - 128) : 0;
-  if (n1w == 128) mainloop(IntC<128>{}, IntC<128>{});
-  else if (n1w == 64) mainloop(IntC<128>{}, IntC<64>{});
-  else if (n1w == 32) mainloop(IntC<128>{}, IntC<32>{});
-  else if (n0w == 128) mainloop(IntC<128>{}, IntC<0>{});
-  else if (n0w == 64) mainloop(IntC<64>{}, IntC<0>{});
-  else mainloop(IntC<32>{}, IntC<0>{});
+  const IntC<0> none{};
+  if constexpr (kPair == kPairWide) {
+    // Rows 256..287 in a third part of N = 32; fewer rows on the full halves (taken where experts have
+    // 225..288 rows on average, so narrower tiles are rare). With all seven widths the fused-activation
+    // instance no longer inlined its mainloops (ptxas C7510: every wgmma serialised at the calls).
+    if (rows > 256) mainloop(IntC<128>{}, IntC<128>{}, IntC<32>{});
+    else if (rows > 128) mainloop(IntC<128>{}, IntC<128>{}, none);
+    else mainloop(IntC<128>{}, IntC<0>{}, none);
+  } else {
+    const int n0w = half_n(min(rows, 128)), n1w = rows > 128 ? half_n(rows - 128) : 0;
+    if (n1w == 128) mainloop(IntC<128>{}, IntC<128>{}, none);
+    else if (n1w == 64) mainloop(IntC<128>{}, IntC<64>{}, none);
+    else if (n1w == 32) mainloop(IntC<128>{}, IntC<32>{}, none);
+    else if (n0w == 128) mainloop(IntC<128>{}, IntC<0>{}, none);
+    else if (n0w == 64) mainloop(IntC<64>{}, IntC<0>{}, none);
+    else mainloop(IntC<32>{}, IntC<0>{}, none);
+  }
 }
 
 template <int F, W4Out O, int kPair>
 void launch_kernel(const Params& p, int64_t max_rows, cudaStream_t stream) {
+  constexpr int TM = tile_tokens(kPair), kSmem = smem_bytes(TM);
   opt_in_dynamic_smem<w4_wgmma_kernel<F, O, kPair>>(kSmem);
   const int64_t active = std::min<int64_t>(max_rows, p.groups);
   const int64_t tiles = (max_rows + TM - 1) / TM + active;  // >= the sum over experts of ceil(rows / TM)
@@ -507,10 +561,15 @@ bool pair_all_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR_ALL");
   return on;
 }
+bool pair_wide_on() {  // FUSEDMOE_W4_PAIR_WIDE=0: kPairWide's calls take kPairFull
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR_WIDE");
+  return on;
+}
 int pair_mode(int64_t max_rows, int groups) {
   switch (w4_wgmma_pair_rule(max_rows, groups)) {
     case W4WgmmaPair::FULL: return pair_on() ? kPairFull : kPairNone;
     case W4WgmmaPair::ALL: return pair_on() && pair_all_on() ? kPairAll : kPairNone;
+    case W4WgmmaPair::WIDE: return !pair_on() ? kPairNone : pair_wide_on() ? kPairWide : kPairFull;
     default: return kPairNone;
   }
 }
@@ -520,6 +579,7 @@ void launch(const Params& p, int64_t max_rows, cudaStream_t stream) {
   const int mode = pair_mode(max_rows, p.groups);
   if (mode == kPairFull) return launch_kernel<F, O, kPairFull>(p, max_rows, stream);
   if (mode == kPairAll) return launch_kernel<F, O, kPairAll>(p, max_rows, stream);
+  if (mode == kPairWide) return launch_kernel<F, O, kPairWide>(p, max_rows, stream);
   launch_kernel<F, O, kPairNone>(p, max_rows, stream);
 }
 
@@ -554,6 +614,7 @@ W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
   if (active <= 0) return W4WgmmaPair::NONE;
   const int64_t expect = max_rows / active;
+  if (expect > 224 && expect <= 288) return W4WgmmaPair::WIDE;
   return expect > 192 ? W4WgmmaPair::FULL : expect > 112 ? W4WgmmaPair::ALL : W4WgmmaPair::NONE;
 }
 
