@@ -18,6 +18,6 @@ ab() {  # name presets m formats
   python3 bench/ab.py stages $(ls -d $R/ab_$1/*_*/) > $O/stages_$1.txt 2>&1
 }
 ab qwen3 qwen3-30b-a3b-tp1 4096 mxfp4,mxfp4-fp8,nvfp4,nvfp4-w4a4
-ab qwen3b qwen3-30b-a3b-tp1 3840,4608 mxfp4,nvfp4
+ABT=110 ab qwen3b qwen3-30b-a3b-tp1 3840,4608 mxfp4
 find $R -name "*.npy" -delete; find $R -type d -name routing | xargs -r rm -rf
 tar czf $OUT/pw.tgz -C $R . ; echo "done $(( $(date +%s)-t0 ))s"
