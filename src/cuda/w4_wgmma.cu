@@ -524,7 +524,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   const IntC<0> none{};
   if constexpr (kPair == kPairWide) {
     // Rows 256..287 in a third part of N = 32; fewer rows on the full halves (taken where experts have
-    // 225..288 rows on average, so narrower tiles are rare). With all seven widths the fused-activation
+    // 249..288 rows on average, so narrower tiles are rare). With all seven widths the fused-activation
     // instance no longer inlined its mainloops (ptxas C7510: every wgmma serialised at the calls).
     if (rows > 256) mainloop(IntC<128>{}, IntC<128>{}, IntC<32>{});
     else if (rows > 128) mainloop(IntC<128>{}, IntC<128>{}, none);
@@ -609,12 +609,14 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
 // More than 192 rows per expert - an expert's first tile full - FULL (Qwen3-30B-A3B at 4096 tokens, 256 +- 16 rows
 // per expert: layer 0.975-0.981x, the other presets untouched; H100 same-binary A/B,
 // bench/results/2026-11-28-h100-w4-pair-instance); 113..192 - (128, 32) / (128, 64) tiles and (128, 0) ones - ALL
-// (DeepSeek-V3 TP1 / gpt-oss-120b at 4096 tokens 0.975-1.000x; bench/results/2026-11-28-h100-w4-pair-all).
+// (DeepSeek-V3 TP1 / gpt-oss-120b at 4096 tokens 0.975-1.000x; bench/results/2026-11-28-h100-w4-pair-all); 249..288
+// - experts past 256 rows common - WIDE (Qwen3-30B-A3B 4096 tokens 0.968-0.981x, GEMM2 0.91-0.94x; at 3840 tokens,
+// 240 rows per expert, 1.006x: FULL there; bench/results/2026-11-28-h100-w4-pair-wide).
 W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
   if (active <= 0) return W4WgmmaPair::NONE;
   const int64_t expect = max_rows / active;
-  if (expect > 224 && expect <= 288) return W4WgmmaPair::WIDE;
+  if (expect > 248 && expect <= 288) return W4WgmmaPair::WIDE;
   return expect > 192 ? W4WgmmaPair::FULL : expect > 112 ? W4WgmmaPair::ALL : W4WgmmaPair::NONE;
 }
 

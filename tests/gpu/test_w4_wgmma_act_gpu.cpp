@@ -220,9 +220,9 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
   run_case({Format::NVFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, full, 192, 192,
             true},
            seed++);
-  // 225..288 rows per expert: both kernels take the 288-token-tile instance (rows 256..287 on a third
-  // m64n32k16; 289 = a 288-token tile + 1).
-  const std::vector<int32_t> wide{270, 288, 289, 0, 256, 257, 240};
+  // 249..288 rows per expert: both kernels take the 288-token-tile instance (rows 256..287 on a third
+  // m64n32k16; 289 = a 288-token tile + 1, 513 = 288 + 225).
+  const std::vector<int32_t> wide{270, 288, 289, 0, 256, 257, 240, 513};
   ASSERT_EQ(cuda::w4_wgmma_pair_rule(std::accumulate(wide.begin(), wide.end(), int64_t{0}), static_cast<int>(wide.size())),
             cuda::W4WgmmaPair::WIDE);
   run_case({Format::MXFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, wide, 200, 320},
