@@ -616,7 +616,10 @@ W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
   if (active <= 0) return W4WgmmaPair::NONE;
   const int64_t expect = max_rows / active;
-  if (expect > 248 && expect <= 288) return W4WgmmaPair::WIDE;
+  // WIDE just past a multiple of 256 rows, where 288-token tiles hold an expert in one tile fewer
+  // (256 j - 8 < expect <= 288 j: 249..288, 505..576, ...).
+  for (int64_t j = 1; j <= 8; ++j)
+    if (expect > 256 * j - 8 && expect <= 288 * j) return W4WgmmaPair::WIDE;
   return expect > 192 ? W4WgmmaPair::FULL : expect > 112 ? W4WgmmaPair::ALL : W4WgmmaPair::NONE;
 }
 
