@@ -81,8 +81,8 @@ inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4D
 bool w4_wgmma_shape_ok(const W4Weights& w);
 // Which instance of that kernel a call takes by its expected rows per expert (max_rows / active
 // experts), before the FUSEDMOE_W4_PAIR / _PAIR_ALL / _PAIR_WIDE switches: NONE (two wgmmas per k16 step
-// for a tile's two token halves), FULL (other counts above 192 rows: full tiles on one m64n256k16), ALL (113..192
-// rows: every tile with a second half on one m64n160 / n192 / n256), WIDE (249..288, 505..576, ... rows: FULL's pairing on
+// for a tile's two token halves), FULL (193..248 or > 288 rows: full tiles on one m64n256k16), ALL (113..192
+// rows: every tile with a second half on one m64n160 / n192 / n256), WIDE (249..288 rows: FULL's pairing on
 // 288-token tiles, rows 256..287 on a third m64n32k16 that shares the decoded weights).
 enum class W4WgmmaPair { NONE, FULL, ALL, WIDE };
 W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups);

@@ -611,15 +611,15 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
 // bench/results/2026-11-28-h100-w4-pair-instance); 113..192 - (128, 32) / (128, 64) tiles and (128, 0) ones - ALL
 // (DeepSeek-V3 TP1 / gpt-oss-120b at 4096 tokens 0.975-1.000x; bench/results/2026-11-28-h100-w4-pair-all); 249..288
 // - experts past 256 rows common - WIDE (Qwen3-30B-A3B 4096 tokens 0.968-0.981x, GEMM2 0.91-0.94x; at 3840 tokens,
-// 240 rows per expert, 1.006x: FULL there; bench/results/2026-11-28-h100-w4-pair-wide).
+// 240 rows per expert, 1.006x: FULL there; bench/results/2026-11-28-h100-w4-pair-wide; at 8192 tokens, 256 rows per
+// expert, DeepSeek-V3 TP1 mxfp4 0.928x, gpt-oss-120b mxfp4 0.968x).
 W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
   if (active <= 0) return W4WgmmaPair::NONE;
   const int64_t expect = max_rows / active;
-  // WIDE just past a multiple of 256 rows, where 288-token tiles hold an expert in one tile fewer
-  // (256 j - 8 < expect <= 288 j: 249..288, 505..576, ...).
-  for (int64_t j = 1; j <= 8; ++j)
-    if (expect > 256 * j - 8 && expect <= 288 * j) return W4WgmmaPair::WIDE;
+  // WIDE past 256 rows only: at 512 rows per expert (Qwen3-30B-A3B 8192 tokens) 288-token tiles were 1.001 / 1.012x
+  // (GEMM2 0.96-0.98x, GEMM1 + activation 1.01x; bench/results/2026-11-28-h100-w4-pair-wide r2).
+  if (expect > 248 && expect <= 288) return W4WgmmaPair::WIDE;
   return expect > 192 ? W4WgmmaPair::FULL : expect > 112 ? W4WgmmaPair::ALL : W4WgmmaPair::NONE;
 }
 
