@@ -10,7 +10,9 @@
 // transposed output tile (weight rows x tokens), stored to d[token][row] in fp32. Each half runs
 // a wgmma of N = 32, 64 or 128, the fewest that hold its rows (the kPair instances: one wgmma of
 // N = 128 + N1 for both halves): an expert with 140 rows costs 128 + 32 tokens of MMA and one weight decode (with 128-token tiles it took two CTAs, each
-// decoding the weights: the decode, not the MMA, bounds this kernel's instruction issue).
+// decoding the weights: the decode, not the MMA, bounds this kernel's instruction issue). Where
+// experts hold 249..288 rows on average the kPairWide instance tiles by 288 tokens (a third wgmma of
+// N = 32 on the same fragments), so those experts also take one tile, not 256 plus a few.
 // Pipeline: all 256 threads copy stage s + kStages - 2 (activations: 256 rows x 64 k bf16 into a
 // 128-byte-swizzled K-major tile, as wgmma reads it; weights: 128 rows x 32 packed bytes) with
 // cp.async while stage s is decoded and multiplied; the raw block scales travel in registers,
