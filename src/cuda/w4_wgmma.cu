@@ -108,18 +108,11 @@ __device__ __forceinline__ void wgmma_m64n64k16(float (&d)[64], const uint32_t (
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
-// D[64 x 32] += A[64 x 16] (registers, bf16) x B[16 x 32] (shared memory, K-major, bf16): d[0 .. 16).
-__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[64], const uint32_t (&a)[4], uint64_t desc) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
-      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
-}
-
-// The same on a 16-float accumulator (kPairWide's third part: only those registers live).
-__device__ __forceinline__ void wgmma_m64n32k16_16(float (&d)[16], const uint32_t (&a)[4], uint64_t desc) {
+// D[64 x 32] += A[64 x 16] (registers, bf16) x B[16 x 32] (shared memory, K-major, bf16): d[0 .. 16)
+// (kPairWide's third part passes a 16-float accumulator: only those registers live).
+template <int kAcc>
+__device__ __forceinline__ void wgmma_m64n32k16(float (&d)[kAcc], const uint32_t (&a)[4], uint64_t desc) {
+  static_assert(kAcc >= 16, "16 accumulators per thread");
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 "
@@ -419,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
             wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
             if constexpr (N1 > 0) wgmma_half<N1>(acc1, A[j], desc0 + (128 * 128) / 16 + 2 * j);
           }
-          if constexpr (N2 > 0) wgmma_m64n32k16_16(acc2, A[j], desc0 + (256 * 128) / 16 + 2 * j);
+          if constexpr (N2 > 0) wgmma_m64n32k16(acc2, A[j], desc0 + (256 * 128) / 16 + 2 * j);
           wgmma_commit();
           fence_operand(acc0);
           fence_operand(acc1);
@@ -476,50 +469,36 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
       static_assert(TM * kDPitch * 4 <= S * kBBytes, "the staged tile fits the activation buffers");
       float* st = reinterpret_cast<float*>(smem_raw + (sb_addr - raw_addr));
       __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
+      // One part's N tokens from token tok0 of the tile.
+      auto stage_part = [&](auto nc, const auto& acc, int tok0) {
 #pragma unroll
-      for (int j = 0; j < N0 / 8; ++j)
+        for (int j = 0; j < decltype(nc)::value / 8; ++j)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) st[(8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc0[4 * j + q] * kOut;
-#pragma unroll
-      for (int j = 0; j < N1 / 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          st[(128 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc1[4 * j + q] * kOut;
-#pragma unroll
-      for (int j = 0; j < N2 / 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q)
-          st[(256 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc2[4 * j + q] * kOut;
+          for (int q = 0; q < 4; ++q)
+            st[(tok0 + 8 * j + 2 * t + (q & 1)) * kDPitch + lrow + 8 * (q >> 1)] = acc[4 * j + q] * kOut;
+      };
+      stage_part(n0c, acc0, 0);
+      stage_part(n1c, acc1, 128);
+      stage_part(n2c, acc2, 256);
       const int64_t cols = min(static_cast<int64_t>(kRowsPerCta), p.n - n0);  // rows past n are not copied
       store_rows<kRowsPerCta * 4 / 16>(static_cast<float*>(p.d) + row0 * p.n + n0, p.n, st, kDPitch, rows,
                                        static_cast<uint32_t>(cols * 4));
     } else {
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
       float* d = static_cast<float*>(p.d);
+      auto store_part = [&](auto nc, const auto& acc, int tok0) {
 #pragma unroll
-      for (int j = 0; j < N0 / 8; ++j)
+        for (int j = 0; j < decltype(nc)::value / 8; ++j)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const bool ok = q >= 2 ? hi_ok : lo_ok;
-          const int tok = 8 * j + 2 * t + (q & 1);
-          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc0[4 * j + q] * kOut;
-        }
-#pragma unroll
-      for (int j = 0; j < N1 / 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const bool ok = q >= 2 ? hi_ok : lo_ok;
-          const int tok = 128 + 8 * j + 2 * t + (q & 1);
-          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc1[4 * j + q] * kOut;
-        }
-#pragma unroll
-      for (int j = 0; j < N2 / 8; ++j)
-#pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const bool ok = q >= 2 ? hi_ok : lo_ok;
-          const int tok = 256 + 8 * j + 2 * t + (q & 1);
-          if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc2[4 * j + q] * kOut;
-        }
+          for (int q = 0; q < 4; ++q) {
+            const bool ok = q >= 2 ? hi_ok : lo_ok;
+            const int tok = tok0 + 8 * j + 2 * t + (q & 1);
+            if (ok && tok < rows) d[(row0 + tok) * p.n + (q >= 2 ? r_hi : r_lo)] = acc[4 * j + q] * kOut;
+          }
+      };
+      store_part(n0c, acc0, 0);
+      store_part(n1c, acc1, 128);
+      store_part(n2c, acc2, 256);
     }
   };
   // Half widths: the fewest of 32 / 64 / 128 that hold the rows (the second half only past 128).

@@ -109,7 +109,7 @@ cuda::W4WgmmaPair pair_of(const std::vector<int32_t>& rows) {
 
 TEST(W4WgmmaGpu, MatchesFloat64) {
   FMOE_REQUIRE_GPU();
-  // The cases below cover the three instances.
+  // The cases below cover the four instances (FULL on both sides of WIDE: 198 and 317 rows per expert).
   EXPECT_EQ(pair_of({65, 64, 0, 33, 32, 129}), cuda::W4WgmmaPair::NONE);
   EXPECT_EQ(pair_of({130, 0, 1, 257, 99, 40, 200, 513, 160}), cuda::W4WgmmaPair::ALL);
   EXPECT_EQ(pair_of({513, 300, 0, 256, 520}), cuda::W4WgmmaPair::FULL);
@@ -122,14 +122,14 @@ TEST(W4WgmmaGpu, MatchesFloat64) {
   for (Format f : {Format::MXFP4, Format::NVFP4})
     for (bool sw : {false, true}) {
       SCOPED_TRACE(std::string(f == Format::MXFP4 ? "mxfp4" : "nvfp4") + (sw ? " swizzled" : " linear"));
-      // n = 200: a partial 128-row CTA tile; k = 320: 5 stages. 166 rows per expert: the instance pairing
+      // n = 200: a partial 128-row CTA tile; k = 320: 5 stages. 155 rows per expert: the instance pairing
       // every second half (w4_wgmma.cu pair_mode: n160 / n192 / n256 wgmmas).
       run_case({f, sw, {130, 0, 1, 257, 99, 40, 200, 513, 160}, 200, 320}, seed++);
       run_case({f, sw, {65, 64, 0, 33, 32, 129}, 136, 192}, seed++);
       // n odd: a weight row count with no even split.
       run_case({f, sw, {70, 3, 131}, 131, 128}, seed++);
-      // More than 192 rows per expert: the paired instance (full tiles on one m64n256k16; w4_wgmma.cu
-      // pair_pays), its other widths too (300 = a full tile + 44, 513 = two full tiles + 1).
+      // 317 rows per expert: the paired instance (full tiles on one m64n256k16; w4_wgmma_pair_rule), its
+      // other widths too (300 = a full tile + 44, 513 = two full tiles + 1).
       run_case({f, sw, {513, 300, 0, 256, 520}, 200, 320}, seed++);
       // 249..288 rows per expert: 288-token tiles (rows 256..287 on a third m64n32k16; 289 and 300 = a
       // 288-token tile + 1 / + 12, 513 = 288 + 225) and the instance's other widths.
