@@ -84,8 +84,12 @@ bool w4_wgmma_shape_ok(const W4Weights& w);
 // for a tile's two token halves), FULL (193..248 or > 288 rows: full tiles on one m64n256k16), ALL (113..192
 // rows: every tile with a second half on one m64n160 / n192 / n256), WIDE (249..288 rows: FULL's pairing on
 // 288-token tiles, rows 256..287 on a third m64n32k16 that shares the decoded weights).
-enum class W4WgmmaPair { NONE, FULL, ALL, WIDE };
-W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups);
+// FINE (113..160 rows and a long k - k >= kW4FineMinK, the fused GEMM1 + activation k >= kW4FineMinKAct: ALL's
+// pairing with second halves of 8 .. 32 rows in steps of 8; ALL then 161..192 and at shorter k). act: the call
+// is the fused GEMM1 + activation (w4_wgmma_gemm1_activation), else the fp32-D GEMM.
+enum class W4WgmmaPair { NONE, FULL, ALL, WIDE, FINE };
+constexpr int64_t kW4FineMinK = 2048, kW4FineMinKAct = 4096;
+W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups, int64_t k, bool act);
 void w4_wgmma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                            int64_t max_rows, cudaStream_t stream);
 // GEMM1 with the gated activation in the wgmma kernel's epilogue (no fp32 h, no activation

@@ -164,6 +164,35 @@ __device__ __forceinline__ void wgmma_pair<128>(float (&d0)[64], float (&d1)[64]
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
 }
 
+// N1 = 8 / 16 / 24 (m64n136 / n144 / n152): the kPairFine instance's second halves of 1..24 rows.
+template <>
+__device__ __forceinline__ void wgmma_pair<8>(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %73, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n136k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67}, {%68,%69,%70,%71}, %72, p, 1, 1, 0;\n}\n"
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), "+f"(d0[32]), "+f"(d0[33]), "+f"(d0[34]), "+f"(d0[35]), "+f"(d0[36]), "+f"(d0[37]), "+f"(d0[38]), "+f"(d0[39]), "+f"(d0[40]), "+f"(d0[41]), "+f"(d0[42]), "+f"(d0[43]), "+f"(d0[44]), "+f"(d0[45]), "+f"(d0[46]), "+f"(d0[47]), "+f"(d0[48]), "+f"(d0[49]), "+f"(d0[50]), "+f"(d0[51]), "+f"(d0[52]), "+f"(d0[53]), "+f"(d0[54]), "+f"(d0[55]), "+f"(d0[56]), "+f"(d0[57]), "+f"(d0[58]), "+f"(d0[59]), "+f"(d0[60]), "+f"(d0[61]), "+f"(d0[62]), "+f"(d0[63]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_pair<16>(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n144k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71}, {%72,%73,%74,%75}, %76, p, 1, 1, 0;\n}\n"
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), "+f"(d0[32]), "+f"(d0[33]), "+f"(d0[34]), "+f"(d0[35]), "+f"(d0[36]), "+f"(d0[37]), "+f"(d0[38]), "+f"(d0[39]), "+f"(d0[40]), "+f"(d0[41]), "+f"(d0[42]), "+f"(d0[43]), "+f"(d0[44]), "+f"(d0[45]), "+f"(d0[46]), "+f"(d0[47]), "+f"(d0[48]), "+f"(d0[49]), "+f"(d0[50]), "+f"(d0[51]), "+f"(d0[52]), "+f"(d0[53]), "+f"(d0[54]), "+f"(d0[55]), "+f"(d0[56]), "+f"(d0[57]), "+f"(d0[58]), "+f"(d0[59]), "+f"(d0[60]), "+f"(d0[61]), "+f"(d0[62]), "+f"(d0[63]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+template <>
+__device__ __forceinline__ void wgmma_pair<24>(float (&d0)[64], float (&d1)[64], const uint32_t (&a)[4], uint64_t desc) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %81, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n152k16.f32.bf16.bf16 "
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75}, {%76,%77,%78,%79}, %80, p, 1, 1, 0;\n}\n"
+      : "+f"(d0[0]), "+f"(d0[1]), "+f"(d0[2]), "+f"(d0[3]), "+f"(d0[4]), "+f"(d0[5]), "+f"(d0[6]), "+f"(d0[7]), "+f"(d0[8]), "+f"(d0[9]), "+f"(d0[10]), "+f"(d0[11]), "+f"(d0[12]), "+f"(d0[13]), "+f"(d0[14]), "+f"(d0[15]), "+f"(d0[16]), "+f"(d0[17]), "+f"(d0[18]), "+f"(d0[19]), "+f"(d0[20]), "+f"(d0[21]), "+f"(d0[22]), "+f"(d0[23]), "+f"(d0[24]), "+f"(d0[25]), "+f"(d0[26]), "+f"(d0[27]), "+f"(d0[28]), "+f"(d0[29]), "+f"(d0[30]), "+f"(d0[31]), "+f"(d0[32]), "+f"(d0[33]), "+f"(d0[34]), "+f"(d0[35]), "+f"(d0[36]), "+f"(d0[37]), "+f"(d0[38]), "+f"(d0[39]), "+f"(d0[40]), "+f"(d0[41]), "+f"(d0[42]), "+f"(d0[43]), "+f"(d0[44]), "+f"(d0[45]), "+f"(d0[46]), "+f"(d0[47]), "+f"(d0[48]), "+f"(d0[49]), "+f"(d0[50]), "+f"(d0[51]), "+f"(d0[52]), "+f"(d0[53]), "+f"(d0[54]), "+f"(d0[55]), "+f"(d0[56]), "+f"(d0[57]), "+f"(d0[58]), "+f"(d0[59]), "+f"(d0[60]), "+f"(d0[61]), "+f"(d0[62]), "+f"(d0[63]), "+f"(d1[0]), "+f"(d1[1]), "+f"(d1[2]), "+f"(d1[3]), "+f"(d1[4]), "+f"(d1[5]), "+f"(d1[6]), "+f"(d1[7]), "+f"(d1[8]), "+f"(d1[9]), "+f"(d1[10]), "+f"(d1[11])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(1));
+}
+
 template <int V>
 using IntC = std::integral_constant<int, V>;
 __device__ __forceinline__ int half_n(int rows) { return rows > 64 ? 128 : (rows > 32 ? 64 : 32); }
@@ -221,7 +250,10 @@ __device__ __noinline__ void store_rows(T* dst_row0, int64_t ld, const T* st, in
 // the decoded fragments: an expert with 257..288 rows (Qwen3-30B-A3B at 4096 tokens: 256 +- 16 rows, about
 // half the experts) is one CTA per column tile instead of a full tile plus a 1..32-token tile that decodes
 // every weight again.
-constexpr int kPairNone = 0, kPairFull = 1, kPairAll = 2, kPairWide = 3;
+// kPairFine: kPairAll's pairing with second halves of N1 = 8 .. 32 in steps of 8 (m64n136 .. m64n160), for
+// experts of 129..160 rows (DeepSeek-V3 TP1 / gpt-oss-120b at 4096 tokens: 128 +- 11), whose n160 wgmma ran up to
+// 24 tokens of zeros; rows <= 128 on (128, 0), rows past 160 on (128, 128).
+constexpr int kPairNone = 0, kPairFull = 1, kPairAll = 2, kPairWide = 3, kPairFine = 4;
 // Tokens per CTA tile: two halves of up to 128 (wgmma N), kPairWide's third part of up to 32.
 constexpr int tile_tokens(int pair_mode) { return pair_mode == kPairWide ? 288 : 256; }
 template <int F, W4Out O, int kPair = kPairNone>
@@ -352,7 +384,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
 
     // Chunk i holds rows tid / 8 + 32 i: the first half's N0 rows, then from chunk 4 the second's N1,
     // chunk 8 the third part's.
-    constexpr int kChunks = !kAct ? kBChunks : (N2 > 0 ? 9 : N1 > 0 ? 4 + N1 / 32 : N0 / 32);
+    constexpr int kChunks = !kAct ? kBChunks : (N2 > 0 ? 9 : N1 > 0 ? 4 + (N1 + 31) / 32 : N0 / 32);
     const IntC<kChunks> chunks{};
 #pragma unroll
     for (int s = 0; s < S - 2; ++s) issue(chunks, s, static_cast<uint32_t>(s));
@@ -406,7 +438,7 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
           if constexpr (N2 > 0) fence_operand(acc2);
           wgmma_fence();
           if constexpr (N0 == 128 && (((kPair == kPairFull || kPair == kPairWide) && N1 == 128) ||
-                                      (kPair == kPairAll && N1 > 0))) {
+                                      ((kPair == kPairAll || kPair == kPairFine) && N1 > 0))) {
             wgmma_pair<N1>(acc0, acc1, A[j], desc0 + 2 * j);
           } else {
             wgmma_half<N0>(acc0, A[j], desc0 + 2 * j);
@@ -432,6 +464,10 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
     // D fragment (m64nN): acc[4 j + q] = (row lrow + 8 (q >= 2), token 8 j + 2 t + (q & 1)).
     if constexpr (kAct) {
       constexpr float kOut = static_cast<float>(1 << kE2m1Shift);
+      // kPairFine's second halves of 8 / 16 / 24 rows through the 32-row epilogue (its tokens past the tile's rows
+      // are zeros, never stored): own instances of the activation epilogue were not inlined (a 12K-instruction
+      // call; ptxas C7510 then serialised every wgmma of the kernel).
+      constexpr int E1 = N1 > 0 && N1 < 32 ? 32 : N1;
       auto* out = static_cast<__nv_bfloat16*>(p.d ? p.d : p.act.out);
       const int64_t o = n0 + (lrow >> 4) * 8 + g;
       // GEMM2's bf16 operand (no p.d) in the k order of this kernel when GEMM2 runs on it; bf16
@@ -447,14 +483,14 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
         static_assert(TM * kW4ActStagePitch * 2 <= S * kBBytes, "the staged tile fits");
         __syncthreads();  // the other warpgroup's wgmmas are done reading these buffers
         act_epilogue<N0, true>(p.act, st, acc0, kOut, e, row0, rows, o, 0, oc - n0);
-        if constexpr (N1 > 0) act_epilogue<N1, true>(p.act, st, acc1, kOut, e, row0, rows, o, 128, oc - n0);
+        if constexpr (N1 > 0) act_epilogue<E1, true>(p.act, st, acc1, kOut, e, row0, rows, o, 128, oc - n0);
         if constexpr (N2 > 0) act_epilogue<N2, true>(p.act, st, acc2, kOut, e, row0, rows, o, 256, oc - n0);
         const int64_t cols = min(static_cast<int64_t>(kW4ActOutputsPerCta), p.act.N - n0);
         store_rows<kW4ActOutputsPerCta * 2 / 16>(out + row0 * p.act.N + n0, p.act.N, st, kW4ActStagePitch, rows,
                                                  static_cast<uint32_t>(cols * 2));
       } else {
         act_epilogue<N0>(p.act, out, acc0, kOut, e, row0, rows, o, 0, oc);
-        if constexpr (N1 > 0) act_epilogue<N1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
+        if constexpr (N1 > 0) act_epilogue<E1>(p.act, out, acc1, kOut, e, row0, rows, o, 128, oc);
         if constexpr (N2 > 0) act_epilogue<N2>(p.act, out, acc2, kOut, e, row0, rows, o, 256, oc);
       }
     } else if (N0 + N1 >= 64 && p.d_staged) {
@@ -503,7 +539,30 @@ __global__ void __launch_bounds__(kThreads, 1) w4_wgmma_kernel(const __grid_cons
   };
   // Half widths: the fewest of 32 / 64 / 128 that hold the rows (the second half only past 128).
   const IntC<0> none{};
-  if constexpr (kPair == kPairWide) {
+  if constexpr (kPair == kPairFine) {
+    // Second halves rounded up to 8 rows up to 160 (six mainloops, as the other instances); the fused-activation
+    // instance to 16 (four: with six, or with the 8 / 24-row halves as well, ptxas called a mainloop or an
+    // epilogue instead of inlining it - C7510, every wgmma of the kernel serialised).
+    if (rows <= 128) {
+      mainloop(IntC<128>{}, none, none);
+    } else if (rows <= 144) {
+      if constexpr (kAct) {
+        mainloop(IntC<128>{}, IntC<16>{}, none);
+      } else {
+        if (rows <= 136) mainloop(IntC<128>{}, IntC<8>{}, none);
+        else mainloop(IntC<128>{}, IntC<16>{}, none);
+      }
+    } else if (rows <= 160) {
+      if constexpr (kAct) {
+        mainloop(IntC<128>{}, IntC<32>{}, none);
+      } else {
+        if (rows <= 152) mainloop(IntC<128>{}, IntC<24>{}, none);
+        else mainloop(IntC<128>{}, IntC<32>{}, none);
+      }
+    } else {
+      mainloop(IntC<128>{}, IntC<128>{}, none);
+    }
+  } else if constexpr (kPair == kPairWide) {
     // Rows 256..287 in a third part of N = 32; fewer rows on the full halves (taken where experts have
     // 249..288 rows on average, so narrower tiles are rare). With all seven widths the fused-activation
     // instance no longer inlined its mainloops (ptxas C7510: every wgmma serialised at the calls).
@@ -542,25 +601,32 @@ bool pair_all_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR_ALL");
   return on;
 }
+bool pair_fine_on() {  // FUSEDMOE_W4_PAIR_FINE=0: kPairFine's calls take kPairAll
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR_FINE");
+  return on;
+}
 bool pair_wide_on() {  // FUSEDMOE_W4_PAIR_WIDE=0: kPairWide's calls take kPairFull
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_PAIR_WIDE");
   return on;
 }
-int pair_mode(int64_t max_rows, int groups) {
-  switch (w4_wgmma_pair_rule(max_rows, groups)) {
+int pair_mode(int64_t max_rows, int groups, int64_t k, bool act) {
+  switch (w4_wgmma_pair_rule(max_rows, groups, k, act)) {
     case W4WgmmaPair::FULL: return pair_on() ? kPairFull : kPairNone;
     case W4WgmmaPair::ALL: return pair_on() && pair_all_on() ? kPairAll : kPairNone;
     case W4WgmmaPair::WIDE: return !pair_on() ? kPairNone : pair_wide_on() ? kPairWide : kPairFull;
+    case W4WgmmaPair::FINE:
+      return !pair_on() || !pair_all_on() ? kPairNone : pair_fine_on() ? kPairFine : kPairAll;
     default: return kPairNone;
   }
 }
 
 template <int F, W4Out O>
 void launch(const Params& p, int64_t max_rows, cudaStream_t stream) {
-  const int mode = pair_mode(max_rows, p.groups);
+  const int mode = pair_mode(max_rows, p.groups, p.k, O == W4Out::ACT);
   if (mode == kPairFull) return launch_kernel<F, O, kPairFull>(p, max_rows, stream);
   if (mode == kPairAll) return launch_kernel<F, O, kPairAll>(p, max_rows, stream);
   if (mode == kPairWide) return launch_kernel<F, O, kPairWide>(p, max_rows, stream);
+  if (mode == kPairFine) return launch_kernel<F, O, kPairFine>(p, max_rows, stream);
   launch_kernel<F, O, kPairNone>(p, max_rows, stream);
 }
 
@@ -593,15 +659,23 @@ Params make_params(const W4Weights& w, const void* a, void* d, int groups, const
 // (DeepSeek-V3 TP1 / gpt-oss-120b at 4096 tokens 0.975-1.000x; bench/results/2026-11-28-h100-w4-pair-all); 249..288
 // - experts past 256 rows common - WIDE (Qwen3-30B-A3B 4096 tokens 0.968-0.981x, GEMM2 0.91-0.94x; at 3840 tokens,
 // 240 rows per expert, 1.006x: FULL there; bench/results/2026-11-28-h100-w4-pair-wide; at 8192 tokens, 256 rows per
-// expert, DeepSeek-V3 TP1 mxfp4 0.928x, gpt-oss-120b mxfp4 0.968x).
-W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups) {
+// expert, DeepSeek-V3 TP1 mxfp4 0.928x, gpt-oss-120b mxfp4 0.968x); 113..160 at long k - FINE (DeepSeek-V3 TP1 4096
+// tokens GEMM1 0.988-0.992x, GEMM2 0.966-0.980x, gpt-oss-120b 4096 GEMM2 0.981-0.990x; H200 same-binary A/B,
+// bench/results/2026-11-28-h200-w4-fine-by-k).
+W4WgmmaPair w4_wgmma_pair_rule(int64_t max_rows, int groups, int64_t k, bool act) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
   if (active <= 0) return W4WgmmaPair::NONE;
   const int64_t expect = max_rows / active;
   // WIDE past 256 rows only: at 512 rows per expert (Qwen3-30B-A3B 8192 tokens) 288-token tiles were 1.001 / 1.012x
   // (GEMM2 0.96-0.98x, GEMM1 + activation 1.01x; bench/results/2026-11-28-h100-w4-pair-wide r2).
   if (expect > 248 && expect <= 288) return W4WgmmaPair::WIDE;
-  return expect > 192 ? W4WgmmaPair::FULL : expect > 112 ? W4WgmmaPair::ALL : W4WgmmaPair::NONE;
+  // FINE at long k only: with it (bench/results/2026-11-28-h100-w4-pair-fine) the GEMMs of k >= 2048 gained 2-6%
+  // (DeepSeek-V3 TP1 4096 tokens GEMM2, k = 2048: 0.944-0.975; gpt-oss-120b GEMM2, k = 2880: 0.972; the fused
+  // GEMM1 at k = 7168: 0.972-0.998) but Qwen3-30B-A3B's at 2048 tokens lost 0-2% (GEMM2 k = 768: 1.014-1.023,
+  // the fused GEMM1 at k = 2048: 1.003-1.016) - the fixed costs of a tile weigh more at short k.
+  const bool fine = k >= (act ? kW4FineMinKAct : kW4FineMinK);
+  if (expect > 160) return expect > 192 ? W4WgmmaPair::FULL : W4WgmmaPair::ALL;
+  return expect > 112 ? (fine ? W4WgmmaPair::FINE : W4WgmmaPair::ALL) : W4WgmmaPair::NONE;
 }
 
 bool w4_wgmma_shape_ok(const W4Weights& w) {

@@ -205,17 +205,32 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
             true},
            seed++);
   // 113..192 rows per expert: both kernels take the instance pairing every second half (n160 / n192 / n256).
+  auto rule = [](const std::vector<int32_t>& rows, int64_t k, bool act) {
+    return cuda::w4_wgmma_pair_rule(std::accumulate(rows.begin(), rows.end(), int64_t{0}), static_cast<int>(rows.size()),
+                                    k, act);
+  };
   const std::vector<int32_t> mid{130, 150, 170, 0, 190, 100, 129, 250};
-  ASSERT_EQ(cuda::w4_wgmma_pair_rule(std::accumulate(mid.begin(), mid.end(), int64_t{0}), static_cast<int>(mid.size())),
-            cuda::W4WgmmaPair::ALL);
+  ASSERT_EQ(rule(mid, 320, true), cuda::W4WgmmaPair::ALL);
+  ASSERT_EQ(rule(mid, 320, false), cuda::W4WgmmaPair::ALL);
   run_case({Format::MXFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, mid, 200, 320},
            seed++);
   run_case({Format::NVFP4, false, false, true, Quant::NONE, GateUpOrder::GATE_UP, Activation::GELU, mid, 192, 192, true},
            seed++);
+  // 113..160 rows per expert at k >= kW4FineMinKAct: both kernels take the instance with second halves of 16 / 32
+  // rows (the fused one; its 8 / 24-row halves run on the 16 / 32-row mainloops) and 8 .. 32 (the fp32-D one).
+  const std::vector<int32_t> fine{130, 150, 137, 0, 145, 100, 129, 250, 160};  // 138 rows per expert
+  ASSERT_EQ(rule(fine, cuda::kW4FineMinKAct, true), cuda::W4WgmmaPair::FINE);
+  ASSERT_EQ(rule(fine, cuda::kW4FineMinKAct, false), cuda::W4WgmmaPair::FINE);
+  ASSERT_EQ(rule(fine, cuda::kW4FineMinKAct - 64, true), cuda::W4WgmmaPair::ALL);
+  run_case({Format::MXFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, fine, 200,
+            cuda::kW4FineMinKAct},
+           seed++);
+  run_case({Format::NVFP4, false, false, true, Quant::NONE, GateUpOrder::GATE_UP, Activation::GELU, fine, 192,
+            cuda::kW4FineMinKAct, true},
+           seed++);
   // More than 192 rows per expert: both kernels take the paired instance (full tiles on one m64n256k16).
   const std::vector<int32_t> full{256, 300, 200, 0, 250};
-  ASSERT_EQ(cuda::w4_wgmma_pair_rule(std::accumulate(full.begin(), full.end(), int64_t{0}), static_cast<int>(full.size())),
-            cuda::W4WgmmaPair::FULL);
+  ASSERT_EQ(rule(full, 320, true), cuda::W4WgmmaPair::FULL);
   run_case({Format::MXFP4, false, false, true, Quant::NONE, GateUpOrder::GATE_UP, Activation::SILU, full, 200, 320}, seed++);
   run_case({Format::NVFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, full, 192, 192,
             true},
@@ -223,8 +238,7 @@ TEST(W4WgmmaActGpu, BitwiseEqualToUnfusedStages) {
   // 249..288 rows per expert: both kernels take the 288-token-tile instance (rows 256..287 on a third
   // m64n32k16; 289 = a 288-token tile + 1, 513 = 288 + 225).
   const std::vector<int32_t> wide{270, 288, 289, 0, 256, 257, 240, 513};
-  ASSERT_EQ(cuda::w4_wgmma_pair_rule(std::accumulate(wide.begin(), wide.end(), int64_t{0}), static_cast<int>(wide.size())),
-            cuda::W4WgmmaPair::WIDE);
+  ASSERT_EQ(rule(wide, 320, true), cuda::W4WgmmaPair::WIDE);
   run_case({Format::MXFP4, true, true, false, Quant::NONE, GateUpOrder::UP_GATE, Activation::SWIGLUOAI, wide, 200, 320},
            seed++);
   run_case({Format::NVFP4, false, false, true, Quant::NONE, GateUpOrder::GATE_UP, Activation::SILU, wide, 192, 192, true},

@@ -100,18 +100,23 @@ void run_case(const WgmmaCase& c, uint64_t seed) {
   EXPECT_EQ(bad, 0);
 }
 
-// The kernel instance a tile list takes (w4_wgmma_pair_rule on its rows and experts).
-cuda::W4WgmmaPair pair_of(const std::vector<int32_t>& rows) {
+// The kernel instance a tile list takes (w4_wgmma_pair_rule on its rows and experts, the fp32-D GEMM at k).
+cuda::W4WgmmaPair pair_of(const std::vector<int32_t>& rows, int64_t k = 320) {
   int64_t total = 0;
   for (int32_t r : rows) total += r;
-  return cuda::w4_wgmma_pair_rule(total, static_cast<int>(rows.size()));
+  return cuda::w4_wgmma_pair_rule(total, static_cast<int>(rows.size()), k, false);
 }
 
 TEST(W4WgmmaGpu, MatchesFloat64) {
   FMOE_REQUIRE_GPU();
-  // The cases below cover the four instances (FULL on both sides of WIDE: 198 and 317 rows per expert).
+  // The cases below cover the five instances (FULL on both sides of WIDE: 198 and 317 rows per expert; FINE
+  // only from k = kW4FineMinK, ALL below it).
   EXPECT_EQ(pair_of({65, 64, 0, 33, 32, 129}), cuda::W4WgmmaPair::NONE);
   EXPECT_EQ(pair_of({130, 0, 1, 257, 99, 40, 200, 513, 160}), cuda::W4WgmmaPair::ALL);
+  const std::vector<int32_t> fine{130, 0, 1, 257, 99, 40, 200, 513, 160, 140, 150};  // 153 rows per expert
+  EXPECT_EQ(pair_of(fine, cuda::kW4FineMinK - 64), cuda::W4WgmmaPair::ALL);
+  EXPECT_EQ(pair_of(fine, cuda::kW4FineMinK), cuda::W4WgmmaPair::FINE);
+  EXPECT_EQ(pair_of({170, 190, 257, 180, 140, 200}, 4096), cuda::W4WgmmaPair::ALL);  // 189: ALL at any k
   EXPECT_EQ(pair_of({513, 300, 0, 256, 520}), cuda::W4WgmmaPair::FULL);
   EXPECT_EQ(pair_of({256, 300, 200, 0, 513, 250}), cuda::W4WgmmaPair::WIDE);
   EXPECT_EQ(pair_of({270, 288, 289, 256, 257, 240}), cuda::W4WgmmaPair::WIDE);
@@ -125,6 +130,9 @@ TEST(W4WgmmaGpu, MatchesFloat64) {
       // n = 200: a partial 128-row CTA tile; k = 320: 5 stages. 155 rows per expert: the instance pairing
       // every second half (w4_wgmma.cu pair_mode: n160 / n192 / n256 wgmmas).
       run_case({f, sw, {130, 0, 1, 257, 99, 40, 200, 513, 160}, 200, 320}, seed++);
+      // k = 2048 (32 stages): 153 rows per expert take the instance with second halves of 8 .. 32 rows (130 / 140 /
+      // 150 / 160: m64n136 / n144 / n152 / n160; 200 and 257's first tile on (128, 128), small tiles on (128, 0)).
+      run_case({f, sw, fine, 200, cuda::kW4FineMinK}, seed++);
       run_case({f, sw, {65, 64, 0, 33, 32, 129}, 136, 192}, seed++);
       // n odd: a weight row count with no even split.
       run_case({f, sw, {70, 3, 131}, 131, 128}, seed++);
