@@ -128,7 +128,17 @@ __device__ __forceinline__ void cp_async_wait() {
 constexpr bool half_last_stage(int k) {  // k: 32 bits (w4_shape_ok)
   return k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;
 }
-template <int F, int NT, bool kTail = false>
+// 64 bytes of zeros: what the mma kernel's activation loads past k read (a lane's 32 values of a sub-chunk) in the
+// instances where that measured faster than predicated loads, whose registers must be zeroed first (8 CS2R per
+// sub-chunk and token tile). H200 same-binary A/B (bench/results/2026-11-28-h200-w4-zero-page): MXFP4's 16-token
+// tile GEMMs 0.90-0.93x (k loop 1140 -> 1016 instructions, 230 -> 136 registers), W4A8's 8-token tile 0.98x
+// (DeepSeek-V3 TP1); but NVFP4's 8- and 16-token tiles 1.02-1.10x and MXFP4's tail instance 1.03-1.06x slower
+// with shorter k loops too, and MXFP4's plain 8-token tile went from 80 to 82 registers (6 -> 5 blocks per SM).
+__device__ const uint4 kZeroActivations[4] = {};
+template <int F, int NT, bool kTail>
+constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 && NT == 1));
+// kZp = false: the predicated loads there too (FUSEDMOE_W4_ZERO_PAGE=0, a same-binary A/B switch).
+template <int F, int NT, bool kTail = false, bool kZp = true>
 __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
@@ -232,14 +242,22 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 #pragma unroll
     for (int j = 0; j < NT; ++j)
       xrow[j] = p.a + static_cast<int64_t>(row0 + min(tok0 + j * 8 + g, rows - 1)) * k + t * 32;
-    // Activations of sub-chunk kc (zeros past k, where the weights are zero-filled too).
+    // Activations of sub-chunk kc (zeros past k, where the weights are zero-filled too). kZeroPageLoads: past k
+    // the loads read kZeroActivations instead of being predicated off - a predicated load needs its registers
+    // zeroed first (8 CS2R per sub-chunk and token tile).
     auto load_x = [&](int kc, uint4 (&xv)[NT][4]) {
       const bool kv = kc * 128 + t * 32 < k;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
-        const uint4* src = reinterpret_cast<const uint4*>(xrow[j] + kc * 128);
+        if constexpr (kZp && kZeroPageLoads<F, NT, kTail>) {
+          const uint4* src = kv ? reinterpret_cast<const uint4*>(xrow[j] + kc * 128) : kZeroActivations;
 #pragma unroll
-        for (int q = 0; q < 4; ++q) xv[j][q] = kv ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
+          for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(src + q);
+        } else {
+          const uint4* src = reinterpret_cast<const uint4*>(xrow[j] + kc * 128);
+#pragma unroll
+          for (int q = 0; q < 4; ++q) xv[j][q] = kv ? __ldg(src + q) : make_uint4(0, 0, 0, 0);
+        }
       }
     };
     float acc[NT][4];
@@ -399,8 +417,18 @@ Params make_params(const W4Weights& w, const void* a, float* d, int groups, cons
   return p;
 }
 
+bool zero_page_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_ZERO_PAGE");
+  return on;
+}
 template <int F, int NT, bool kTail = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
+  if constexpr (kZeroPageLoads<F, NT, kTail>) {
+    if (!zero_page_on()) {
+      opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, false>>(kSmemBytes);
+      return launch_chained(w4_mma_kernel<F, NT, kTail, false>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+    }
+  }
   opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail>>(kSmemBytes);
   launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
 }
