@@ -8,7 +8,8 @@
 #
 # Binaries: .devcarry/pack/bins.tgz holding bin/bench (fusedmoe-bench), bin/tests (fusedmoe_gpu_tests) and bin/sha
 # (README.md, "Benchmarks on the device" shows how they are packed). Variants: off = SWITCH set, on = the default;
-# run interleaved in AB_ORDER (default off,on,on,off,off,on,on,off,off,on), base off, by bench/ab.py. Before the A/B,
+# AB_ON: environment of the on variant (default none); run interleaved in AB_ORDER (default
+# off,on,on,off,off,on,on,off,off,on), base off, by bench/ab.py. Before the A/B,
 # when set: AB_TESTS (a gtest filter, run on bin/tests) and AB_MEMCHECK (a filter run under compute-sanitizer memcheck).
 # Results under $OUT/NAME: device.txt, tests_summary.txt, ab_<i>.md (ab.py's table), stages_<i>.txt (each run's stage
 # breakdown), and NAME.tgz with the runs' JSON and logs. AB_TIMEOUT bounds each A/B (seconds, default 240).
@@ -36,7 +37,7 @@ for point in "$@"; do
   i=$((i + 1))
   read -r preset ms formats <<< "$point"
   timeout "${AB_TIMEOUT:-240}" python3 bench/ab.py run --bench "$B/bench" --out "$R/ab_$i" --variant "off:$switch" \
-    --variant on: --order "${AB_ORDER:-off,on,on,off,off,on,on,off,off,on}" --base off -- --preset "$preset" --m "$ms" \
+    --variant "on:${AB_ON:-}" --order "${AB_ORDER:-off,on,on,off,off,on,on,off,off,on}" --base off -- --preset "$preset" --m "$ms" \
     --formats "$formats" --check-tokens 2 --no-ceilings --stage-runs 3 --max-minutes 0.3 > "$R/ab_$i.log" 2>&1
   echo "ab $i ($point) rc=$? $(($(date +%s) - t0))s"
   sed -n '/| preset/,$p' "$R/ab_$i.log" | tee "$O/ab_$i.md"
