@@ -52,13 +52,17 @@ for p in cur["points"]:
     b = best.get(k)
     o = old_t.get(k)
     rows.append((p, rate, b, o))
+    vs_old = f"{p['median_ms'] / o:.3f}" if o else "-"  # no older grid given, or the point not in it
     print(f"| {p['preset']} | {p['format']} | {p['M']} | {p['median_ms'] * 1000:.1f} | {p['pct_roofline']:.1f} | {p['bound']} | {rate:.1f} | "
-          f"{(b[0] / p['median_ms']) if b else float('nan'):.2f}x ({b[1] if b else '-'}) | {(p['median_ms'] / o) if o else float('nan'):.3f} |")
+          f"{(b[0] / p['median_ms']) if b else float('nan'):.2f}x ({b[1] if b else '-'}) | {vs_old} |")
 faster = [(b[0] / p["median_ms"]) for p, r, b, o in rows if b]
 import math
 print()
-print(f"Faster than the best peer at {sum(1 for x in faster if x > 1)}/{len(faster)} points; geomean best peer / fusedmoe "
-      f"{math.exp(sum(math.log(x) for x in faster) / len(faster)):.2f}x.")
+if faster:
+    print(f"Faster than the best peer at {sum(1 for x in faster if x > 1)}/{len(faster)} points; geomean best peer / fusedmoe "
+          f"{math.exp(sum(math.log(x) for x in faster) / len(faster)):.2f}x.")
+else:
+    print("No peer timed at any of these points.")
 print()
 print("Issue 6 targets (decode: % of roofline; M = 4096: % of the tensor-core rate of the type used):")
 print()

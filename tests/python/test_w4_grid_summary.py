@@ -51,3 +51,13 @@ def test_tables_from_gzipped_and_plain_json(tmp_path):
     assert "Faster than the best peer at 2/2 points" in text
     # Targets: M = 1, the 8..64 range, M = 4096 as % of the BF16 rate (400 / 800).
     assert any(l.startswith("| p | mxfp4 | 40.0 | 70.0-76.0 | 50.0 |") for l in lines), text
+
+
+def test_without_an_older_grid_or_peers(tmp_path):
+    cur = grid({1: (0.050, 40.0, 1.0), 8: (0.200, 70.0, 2.0)})
+    (tmp_path / "cur.json").write_text(json.dumps(cur))
+    (tmp_path / "peers.json").write_text(json.dumps({"points": []}))
+    text = run([tmp_path / "cur.json", tmp_path / "peers.json"])
+    m8 = next(l for l in text.splitlines() if l.startswith("| p | mxfp4 | 8 |"))
+    assert m8.rstrip().endswith("| - |")  # the ratio to an older grid: none given
+    assert "No peer timed at any of these points." in text
