@@ -827,11 +827,13 @@ class CudaBackend final : public BackendImpl {
 
   // The k order GEMM1's (gemm1) or GEMM2's 16-bit operand of this batch is stored in for the 4-bit
   // kernel that reads it (w4_kperm.cuh; run_w4_gemm picks the kernel): the mma kernel below the
-  // large-batch rows (W4A8's int4 way; MXFP4 / NVFP4 permute there), the MXFP4 / NVFP4 wgmma kernel
-  // above; the dequant way and W4A8's fp8 wgmma way take it as is.
+  // large-batch rows (W4A8's int4 way and MXFP4's lean one pre-paired: w4_mma_lean; NVFP4 pairs in
+  // the kernel), the MXFP4 / NVFP4 wgmma kernel above; the dequant way and W4A8's fp8 wgmma way take
+  // it as is.
   KOrder w4_korder(int64_t slots, bool gemm1) const {
     if (!w4_) return KOrder::NATURAL;
-    if (!w4_large_batch(slots)) return config_.format == Format::W4A8_INT4 ? KOrder::W4_MMA : KOrder::NATURAL;
+    if (!w4_large_batch(slots))
+      return config_.format == Format::W4A8_INT4 || w4_mma_lean(config_.format) ? KOrder::W4_MMA : KOrder::NATURAL;
     return config_.format != Format::W4A8_INT4 && (gemm1 ? w4_wgmma1_ : w4_wgmma2_) ? KOrder::W4_WGMMA : KOrder::NATURAL;
   }
 

@@ -139,8 +139,17 @@ __device__ const uint4 kZeroActivations[4] = {};
 template <int F, int NT, bool kTail>
 constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 && NT == 1));
 // kZp = false: the predicated loads there too (FUSEDMOE_W4_ZERO_PAGE=0, a same-binary A/B switch).
-template <int F, int NT, bool kTail = false, bool kZp = true>
-__global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
+// kLean (MXFP4, w4_mma_lean): the e2m1 decode by mask, multiply, mask (decode_word<F, true>) on an operand stored
+// pre-paired (KOrder::W4_MMA, no PRMT per word): the k loop's ALU-pipe instructions - the pipe these GEMMs queue on
+// (bench/results/2026-11-28-h200-w4-mma-stalls) - 440 -> 361 per two stages in the 8-token tile, 437 -> 341 in the
+// tail instance, 519 -> 359 in the 16-token one. H200 same-binary A/B (bench/results/2026-11-28-h200-w4-lean-decode):
+// layers 0.93-0.97x at 8-64 tokens on gpt-oss-120b and DeepSeek-V3 TP1; Qwen3-30B-A3B 0.96 at 8, 0.99 at 64 / 160.
+// (Either half alone measured slower on 2026-11-26's kernel.) The 8-token tile is held to 80 registers (6 blocks per
+// SM; on its own ptxas took 85).
+template <int F, int NT, bool kTail, bool kLean>
+constexpr int kLeanMinBlocks = F == kMx && NT == 1 && !kTail && kLean ? 6 : 0;  // 0: no minimum (other instances)
+template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false>
+__global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean>) w4_mma_kernel(Params p) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   extern __shared__ __align__(16) uint8_t smem[];
@@ -299,13 +308,13 @@ __global__ void __launch_bounds__(kWarps * 32) w4_mma_kernel(Params p) {
 #pragma unroll
         for (int h = 0; h < 2; ++h) {
           const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
-          decode_word<F>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
+          decode_word<F, kLean>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
         }
 #pragma unroll
         for (int j = 0; j < NT; ++j) {
           const uint4 x = xa[j][q];
           uint32_t b[4];  // (k0,k4) (k1,k5) | (k2,k6) (k3,k7)
-          if constexpr (F == kInt4) b[0] = x.x, b[1] = x.y, b[2] = x.z, b[3] = x.w;  // stored so
+          if constexpr (F == kInt4 || kLean) b[0] = x.x, b[1] = x.y, b[2] = x.z, b[3] = x.w;  // stored so
           else permute_b(x, b);
           const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
           const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
@@ -422,13 +431,18 @@ bool zero_page_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_ZERO_PAGE");
   return on;
 }
-template <int F, int NT, bool kTail = false>
+template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
-  if constexpr (kZeroPageLoads<F, NT, kTail>) {
+  if constexpr (kZeroPageLoads<F, NT, kTail> && !kLean) {
     if (!zero_page_on()) {
       opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, false>>(kSmemBytes);
       return launch_chained(w4_mma_kernel<F, NT, kTail, false>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
     }
+  }
+  if constexpr (kLean) {
+    constexpr bool kZp = kZeroPageLoads<F, NT, kTail>;
+    opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, true>>(kSmemBytes);
+    return launch_chained(w4_mma_kernel<F, NT, kTail, kZp, true>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
   }
   opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail>>(kSmemBytes);
   launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
@@ -454,6 +468,12 @@ bool tail_on() {
 template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
   if constexpr (F == kMx) {
+    if (w4_mma_lean(Format::MXFP4)) {  // the operand is stored pre-paired (cuda_backend.cpp w4_korder)
+      if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true, true>(p, grid, stream);
+      if (nt == 1) return launch_one<F, 1, false, true>(p, grid, stream);
+      if (nt == 2) return launch_one<F, 2, false, true>(p, grid, stream);
+      return launch_one<F, 4, false, true>(p, grid, stream);
+    }
     if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true>(p, grid, stream);
   }
   if (nt == 1) launch_one<F, 1>(p, grid, stream);
@@ -462,6 +482,11 @@ void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
 }
 
 }  // namespace
+
+bool w4_mma_lean(Format f) {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_LEAN");
+  return on && f == Format::MXFP4;
+}
 
 bool w4_shape_ok(const W4Weights& w, const char** why) {
   if (w.k % 32 != 0) {
