@@ -138,7 +138,8 @@ constexpr bool half_last_stage(int k) {  // k: 32 bits (w4_shape_ok)
 __device__ const uint4 kZeroActivations[4] = {};
 template <int F, int NT, bool kTail>
 constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 && NT == 1));
-// kZp = false: the predicated loads there too (FUSEDMOE_W4_ZERO_PAGE=0, a same-binary A/B switch).
+// kZp = false: the predicated loads there too (FUSEDMOE_W4_ZERO_PAGE=0, a same-binary A/B switch; the lean MXFP4
+// instances below always take kZeroPageLoads).
 // kLean (MXFP4, w4_mma_lean): the e2m1 decode by mask, multiply, mask (decode_word<F, true>) on an operand stored
 // pre-paired (KOrder::W4_MMA, no PRMT per word): the k loop's ALU-pipe instructions - the pipe these GEMMs queue on
 // (bench/results/2026-11-28-h200-w4-mma-stalls) - 440 -> 361 per two stages in the 8-token tile, 437 -> 341 in the
