@@ -27,7 +27,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <type_traits>
 
 #include "cuda/active_expert.cuh"
@@ -449,17 +448,6 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
   launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
 }
 
-// Expected rows per expert from which a pass takes 16 tokens (two 8-token tiles on the same decoded weights):
-// FUSEDMOE_W4_NT2_ROWS overrides it for same-binary A/Bs.
-int64_t nt2_rows() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("FUSEDMOE_W4_NT2_ROWS");
-    const long long r = e != nullptr ? std::atoll(e) : 0;
-    return r > 0 ? static_cast<int64_t>(r) : int64_t{9};
-  }();
-  return v;
-}
-
 // FUSEDMOE_W4_TAIL=0: the tail instance off (same-binary A/B).
 bool tail_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_TAIL");
@@ -527,7 +515,8 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
   // Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
   // the expert's weights once); rows beyond are taken in further passes.
   const int64_t expect = (max_rows + active - 1) / active;
-  const int nt = expect < nt2_rows() ? 1 : (expect <= 16 ? 2 : 4);
+  // (16-token passes from 6 or 7 expected rows were slower: bench/results/2026-11-28-h200-w4-nt2-rows.)
+  const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
   // One 16-row tile per warp: two measured slower (218-255 registers, fewer warps; NOTES.md).
   const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
   const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
