@@ -827,9 +827,9 @@ class CudaBackend final : public BackendImpl {
 
   // The k order GEMM1's (gemm1) or GEMM2's 16-bit operand of this batch is stored in for the 4-bit
   // kernel that reads it (w4_kperm.cuh; run_w4_gemm picks the kernel): the mma kernel below the
-  // large-batch rows (W4A8's int4 way and MXFP4's lean one pre-paired: w4_mma_lean; NVFP4 pairs in
-  // the kernel), the MXFP4 / NVFP4 wgmma kernel above; the dequant way and W4A8's fp8 wgmma way take
-  // it as is.
+  // large-batch rows (W4A8's int4 way and the e2m1 formats' lean one pre-paired: w4_mma_lean;
+  // otherwise paired in the kernel), the MXFP4 / NVFP4 wgmma kernel above; the dequant way and
+  // W4A8's fp8 wgmma way take it as is.
   KOrder w4_korder(int64_t slots, bool gemm1) const {
     if (!w4_) return KOrder::NATURAL;
     if (!w4_large_batch(slots))

@@ -139,15 +139,18 @@ template <int F, int NT, bool kTail>
 constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 && NT == 1));
 // kZp = false: the predicated loads there too (FUSEDMOE_W4_ZERO_PAGE=0, a same-binary A/B switch; the lean MXFP4
 // instances below always take kZeroPageLoads).
-// kLean (MXFP4, w4_mma_lean): the e2m1 decode by mask, multiply, mask (decode_word<F, true>) on an operand stored
+// kLean (MXFP4 and NVFP4, w4_mma_lean): the e2m1 decode by mask, multiply, mask (decode_word<F, true>) on an operand stored
 // pre-paired (KOrder::W4_MMA, no PRMT per word): the k loop's ALU-pipe instructions - the pipe these GEMMs queue on
 // (bench/results/2026-11-28-h200-w4-mma-stalls) - 440 -> 361 per two stages in the 8-token tile, 437 -> 341 in the
 // tail instance, 519 -> 359 in the 16-token one. H200 same-binary A/B (bench/results/2026-11-28-h200-w4-lean-decode):
 // layers 0.93-0.97x at 8-64 tokens on gpt-oss-120b and DeepSeek-V3 TP1; Qwen3-30B-A3B 0.96 at 8, 0.99 at 64 / 160.
 // (Either half alone measured slower on 2026-11-26's kernel.) The 8-token tile is held to 80 registers (6 blocks per
-// SM; on its own ptxas took 85).
+// SM; on its own ptxas took 85 for MXFP4, 96 with a 16-byte spill for NVFP4). NVFP4 the same way since 2026-11-28
+// (bench/results/2026-11-28-h200-w4-lean-nvfp4): layers 0.94-0.99x at 8-64 tokens on the three presets; its 16-token
+// instance 0.99x at 14-16 rows per expert, 1.01x at 10 (Qwen3 160 tokens); decoding by shifts there (operand still
+// pre-paired) was slower at every point (1.006-1.032x).
 template <int F, int NT, bool kTail, bool kLean>
-constexpr int kLeanMinBlocks = F == kMx && NT == 1 && !kTail && kLean ? 6 : 0;  // 0: no minimum (other instances)
+constexpr int kLeanMinBlocks = F != kInt4 && NT == 1 && !kTail && kLean ? 6 : 0;  // 0: no minimum (other instances)
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false>
 __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean>) w4_mma_kernel(Params p) {
   chain_wait();
@@ -456,13 +459,17 @@ bool tail_on() {
 
 template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
-  if constexpr (F == kMx) {
-    if (w4_mma_lean(Format::MXFP4)) {  // the operand is stored pre-paired (cuda_backend.cpp w4_korder)
-      if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true, true>(p, grid, stream);
+  if constexpr (F != kInt4) {
+    if (w4_mma_lean(F == kMx ? Format::MXFP4 : Format::NVFP4)) {  // operand stored pre-paired (cuda_backend.cpp w4_korder)
+      if constexpr (F == kMx) {
+        if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true, true>(p, grid, stream);
+      }
       if (nt == 1) return launch_one<F, 1, false, true>(p, grid, stream);
       if (nt == 2) return launch_one<F, 2, false, true>(p, grid, stream);
       return launch_one<F, 4, false, true>(p, grid, stream);
     }
+  }
+  if constexpr (F == kMx) {
     if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true>(p, grid, stream);
   }
   if (nt == 1) launch_one<F, 1>(p, grid, stream);
@@ -474,7 +481,8 @@ void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
 
 bool w4_mma_lean(Format f) {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_LEAN");
-  return on && f == Format::MXFP4;
+  static const bool nv = !env_switch_is_zero("FUSEDMOE_W4_LEAN_NV");
+  return on && (f == Format::MXFP4 || (nv && f == Format::NVFP4));
 }
 
 bool w4_shape_ok(const W4Weights& w, const char** why) {

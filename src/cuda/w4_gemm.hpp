@@ -60,8 +60,8 @@ void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t*
 // What the shapes need: k a multiple of 32 (one lane reads 32 values = 16 bytes of a row).
 bool w4_shape_ok(const W4Weights& w, const char** why);
 // Whether the mma kernel of format f decodes by mask-multiply on an operand stored pre-paired (KOrder::W4_MMA; the
-// caller stores GEMM operands so): MXFP4, unless FUSEDMOE_W4_LEAN=0 (same-binary A/B switch). W4A8 is stored so
-// anyway (its int4 way); NVFP4 keeps the natural order and the in-kernel pairing (not measured the lean way).
+// caller stores GEMM operands so): MXFP4 and NVFP4, unless FUSEDMOE_W4_LEAN=0 (both) or FUSEDMOE_W4_LEAN_NV=0
+// (NVFP4 only; same-binary A/B switches). W4A8 is stored so anyway (its int4 way).
 bool w4_mma_lean(Format f);
 
 // Host choice between the two ways: the large-batch way once the expected rows per active expert

@@ -17,7 +17,7 @@
 // of 8): inside every 8 columns, column P = j + 4 b (j < 4, b < 2) is stored at c = 2 j + b: a
 // word of packed weights (codes k0..k7) decodes to the pairs (k0, k4) (k1, k5) (k2, k6) (k3, k7),
 // and the activations' 16 bytes then are the MMA's B registers as loaded (four prmt per 8 values
-// and token tile fewer; the e2m1 formats measured slower so and keep the prmt: w4_gemm.cu).
+// and token tile fewer; the e2m1 formats use it with the mask-multiply decode: w4_gemm.cu kLean).
 #include <cstdint>
 
 #include "cuda/moe_kernels.hpp"
