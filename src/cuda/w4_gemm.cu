@@ -151,7 +151,7 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // pre-paired) was slower at every point (1.006-1.032x).
 template <int F, int NT, bool kTail, bool kLean>
 constexpr int kLeanMinBlocks = F != kInt4 && NT == 1 && !kTail && kLean ? 6 : 0;  // 0: no minimum (other instances)
-template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false>
+template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false>
 __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean>) w4_mma_kernel(Params p) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
@@ -259,6 +259,19 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
     // the loads read kZeroActivations instead of being predicated off - a predicated load needs its registers
     // zeroed first (8 CS2R per sub-chunk and token tile).
     auto load_x = [&](int kc, uint4 (&xv)[NT][4]) {
+      if constexpr (kFullK) {
+        // k % 256 == 0: every sub-chunk below k / 128 lies inside k for every lane; the one past k (the prefetch
+        // after the last sub-chunk) is never used: not loaded, its registers left as they are (no zeroing).
+        if (kc * 128 < k) {
+#pragma unroll
+          for (int j = 0; j < NT; ++j) {
+            const uint4* src = reinterpret_cast<const uint4*>(xrow[j] + kc * 128);
+#pragma unroll
+            for (int q = 0; q < 4; ++q) xv[j][q] = __ldg(src + q);
+          }
+        }
+        return;
+      }
       const bool kv = kc * 128 + t * 32 < k;
 #pragma unroll
       for (int j = 0; j < NT; ++j) {
@@ -434,12 +447,29 @@ bool zero_page_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_ZERO_PAGE");
   return on;
 }
+// kFullK (MXFP4's lean 8-token tile, k % 256 == 0 and k >= kFullKMinK): the activation loads without the zeroed
+// registers of the predicated form (the one sub-chunk past k, the last prefetch, is not loaded at all) - the k loop
+// 873 -> 770 instructions per two stages. Measured on an H200 (bench/results/2026-11-28-h200-w4-full-k): at
+// k = 7168 (DeepSeek-V3 TP1 GEMM1) the GEMM 0.96 / 0.98x at 8 / 64 tokens, at k = 2048 mixed (DeepSeek-V3 GEMM2
+// 0.98 / 0.99, Qwen3-30B-A3B GEMM1 1.018 / 1.006), hence long k only; NVFP4's instance spilled at 80 registers and
+// was 1.02-1.08x slower (and 1.02-1.04x without the spill, re-reading sub-chunk 0 instead): not taken.
+constexpr int64_t kFullKMinK = 4096;
+bool full_k_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FULLK");
+  return on;
+}
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
   if constexpr (kZeroPageLoads<F, NT, kTail> && !kLean) {
     if (!zero_page_on()) {
       opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, false>>(kSmemBytes);
       return launch_chained(w4_mma_kernel<F, NT, kTail, false>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+    }
+  }
+  if constexpr (F == kMx && kLean && NT == 1 && !kTail) {
+    if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on()) {
+      opt_in_dynamic_smem<w4_mma_kernel<F, NT, false, false, true, true>>(kSmemBytes);
+      return launch_chained(w4_mma_kernel<F, NT, false, false, true, true>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
     }
   }
   if constexpr (kLean) {
