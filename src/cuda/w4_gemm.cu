@@ -149,10 +149,12 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // (bench/results/2026-11-28-h200-w4-lean-nvfp4): layers 0.94-0.99x at 8-64 tokens on the three presets; its 16-token
 // instance 0.99x at 14-16 rows per expert, 1.01x at 10 (Qwen3 160 tokens); decoding by shifts there (operand still
 // pre-paired) was slower at every point (1.006-1.032x).
-template <int F, int NT, bool kTail, bool kLean>
-constexpr int kLeanMinBlocks = F != kInt4 && NT == 1 && !kTail && kLean ? 6 : 0;  // 0: no minimum (other instances)
+// NVFP4's kFullK instance (below) at 5 blocks per SM: 88 registers, no spill; held to 6 it spilled 16 bytes in the k
+// loop and gained less (bench/results/2026-11-28-h200-w4-full-k r4).
+template <int F, int NT, bool kTail, bool kLean, bool kFullK = false>
+constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 && !kTail && kLean ? 6 : 0);  // 0: no minimum (other instances)
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false>
-__global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean>) w4_mma_kernel(Params p) {
+__global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean, kFullK>) w4_mma_kernel(Params p) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   extern __shared__ __align__(16) uint8_t smem[];
@@ -447,12 +449,12 @@ bool zero_page_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_ZERO_PAGE");
   return on;
 }
-// kFullK (MXFP4's lean 8-token tile, k % 256 == 0 and k >= kFullKMinK): the activation loads without the zeroed
+// kFullK (the e2m1 lean 8-token tile, k % 256 == 0 and k >= kFullKMinK): the activation loads without the zeroed
 // registers of the predicated form (the one sub-chunk past k, the last prefetch, is not loaded at all) - the k loop
-// 873 -> 770 instructions per two stages. Measured on an H200 (bench/results/2026-11-28-h200-w4-full-k): at
-// k = 7168 (DeepSeek-V3 TP1 GEMM1) the GEMM 0.96 / 0.98x at 8 / 64 tokens, at k = 2048 mixed (DeepSeek-V3 GEMM2
-// 0.98 / 0.99, Qwen3-30B-A3B GEMM1 1.018 / 1.006), hence long k only; NVFP4's instance spilled at 80 registers and
-// was 1.02-1.08x slower (and 1.02-1.04x without the spill, re-reading sub-chunk 0 instead): not taken.
+// 873 -> 770 instructions per two stages (MXFP4), 911 -> 806 (NVFP4, at 5 blocks per SM). Measured on an H200
+// (bench/results/2026-11-28-h200-w4-full-k): at k = 7168 (DeepSeek-V3 TP1 GEMM1) MXFP4 0.96x at 8 tokens in three
+// runs (0.95-1.00 at 64), NVFP4 0.97-0.98x; at k = 2048 mixed (DeepSeek-V3 GEMM2 0.98 / 0.99, Qwen3-30B-A3B GEMM1
+// 1.018 / 1.006 for MXFP4; NVFP4 on Qwen3 1.02-1.05x), hence long k only.
 constexpr int64_t kFullKMinK = 4096;
 bool full_k_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FULLK");
@@ -466,7 +468,7 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
       return launch_chained(w4_mma_kernel<F, NT, kTail, false>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
     }
   }
-  if constexpr (F == kMx && kLean && NT == 1 && !kTail) {
+  if constexpr (F != kInt4 && kLean && NT == 1 && !kTail) {
     if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on()) {
       opt_in_dynamic_smem<w4_mma_kernel<F, NT, false, false, true, true>>(kSmemBytes);
       return launch_chained(w4_mma_kernel<F, NT, false, false, true, true>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
