@@ -75,7 +75,7 @@ TEST_P(W4Gpu, DecodeSizesMatchOracle) {
   // sub-chunk; GEMM2 k = 128: only that stage) - the mma kernel's MXFP4 tail instance (w4_gemm.cu).
   const Case tail = make_w4_case(w, 5, 384, 128, 8, 2, 9 + 1000 * GetParam());
   check_against_oracle(tail, make_layer(tail), make_inputs(tail, tail.E));
-  // Long k, k % 256 == 0 (GEMM1 k = 4352: 17 stages, an odd count for the two-buffer ring; GEMM2 k = 512): MXFP4's
+  // Long k, k % 256 == 0 (GEMM1 k = 4352: 17 stages, an odd count for the two-buffer ring; GEMM2 k = 512): the e2m1
   // 8-token tile without predicated activation loads (kFullK, w4_gemm.cu).
   const Case full = make_w4_case(w, 5, 4352, 512, 8, 2, 13 + 1000 * GetParam());
   check_against_oracle(full, make_layer(full), make_inputs(full, full.E));
