@@ -84,7 +84,7 @@ __device__ __forceinline__ void decode_word(uint32_t w, uint32_t s2, bool uint4b
       // kernel alone slower at 8 / 64 tokens on gpt-oss-120b mxfp4 (1.016 / 1.033; H100,
       // bench/results/2026-11-26-h100-decode-layer-w4 r6), but with the operand stored pre-paired
       // (no PRMT) 0.93-0.97x: MXFP4's mma instances use it since 2026-11-28, NVFP4's since the
-      // same day (0.94-0.99x; w4_gemm.cu kLean).
+      // same day (0.95-1.01x; w4_gemm.cu kLean).
       constexpr uint32_t kKeep = 0x81C081C0u;  // bit 15, bits 8..6 of each half
       const uint32_t w8 = w >> 8;              // nibbles 2, 3, 6, 7 where 0, 1, 4, 5 were
       raw[0] = ((w & 0x000F000Fu) * 0x1040u) & kKeep;

@@ -146,7 +146,7 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // layers 0.93-0.97x at 8-64 tokens on gpt-oss-120b and DeepSeek-V3 TP1; Qwen3-30B-A3B 0.96 at 8, 0.99 at 64 / 160.
 // (Either half alone measured slower on 2026-11-26's kernel.) The 8-token tile is held to 80 registers (6 blocks per
 // SM; on its own ptxas took 85 for MXFP4, 96 with a 16-byte spill for NVFP4). NVFP4 the same way since 2026-11-28
-// (bench/results/2026-11-28-h200-w4-lean-nvfp4): layers 0.94-0.99x at 8-64 tokens on the three presets; its 16-token
+// (bench/results/2026-11-28-h200-w4-lean-nvfp4): layers 0.95-1.01x at 8-64 tokens on the three presets; its 16-token
 // instance 0.99x at 14-16 rows per expert, 1.01x at 10 (Qwen3 160 tokens); decoding by shifts there (operand still
 // pre-paired) was slower at every point (1.006-1.032x).
 // NVFP4's kFullK instance (below) at 5 blocks per SM: 88 registers, no spill; held to 6 it spilled 16 bytes in the k
