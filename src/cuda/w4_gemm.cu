@@ -460,27 +460,26 @@ bool full_k_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FULLK");
   return on;
 }
+// One instance: its shared-memory opt-in (once per device) and the chained launch.
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false>
+void launch_instance(const Params& p, dim3 grid, cudaStream_t stream) {
+  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK>>(kSmemBytes);
+  launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+}
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
-  if constexpr (kZeroPageLoads<F, NT, kTail> && !kLean) {
-    if (!zero_page_on()) {
-      opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, false>>(kSmemBytes);
-      return launch_chained(w4_mma_kernel<F, NT, kTail, false>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
-    }
-  }
-  if constexpr (F != kInt4 && kLean && NT == 1 && !kTail) {
-    if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on()) {
-      opt_in_dynamic_smem<w4_mma_kernel<F, NT, false, false, true, true>>(kSmemBytes);
-      return launch_chained(w4_mma_kernel<F, NT, false, false, true, true>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
-    }
-  }
+  constexpr bool kZp = kZeroPageLoads<F, NT, kTail>;
   if constexpr (kLean) {
-    constexpr bool kZp = kZeroPageLoads<F, NT, kTail>;
-    opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, true>>(kSmemBytes);
-    return launch_chained(w4_mma_kernel<F, NT, kTail, kZp, true>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+    if constexpr (F != kInt4 && NT == 1 && !kTail) {
+      if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on())
+        return launch_instance<F, NT, false, false, true, true>(p, grid, stream);
+    }
+    return launch_instance<F, NT, kTail, kZp, true>(p, grid, stream);
   }
-  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail>>(kSmemBytes);
-  launch_chained(w4_mma_kernel<F, NT, kTail>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+  if constexpr (kZp) {
+    if (!zero_page_on()) return launch_instance<F, NT, kTail, false, false>(p, grid, stream);
+  }
+  launch_instance<F, NT, kTail, true, false>(p, grid, stream);
 }
 
 // FUSEDMOE_W4_TAIL=0: the tail instance off (same-binary A/B).
