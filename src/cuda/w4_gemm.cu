@@ -164,13 +164,14 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
       reinterpret_cast<uint32_t*>(smem)[i] = scale_bits<F>(static_cast<uint32_t>(i));
   }
   __syncthreads();
-  const int e = active_expert<kWarps>(p.offsets, p.groups, blockIdx.y);
+  const ExpertRows er = active_expert_rows<kWarps>(p.offsets, p.groups, blockIdx.y);
+  const int e = er.e;
   if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n = static_cast<int>(p.n), k = static_cast<int>(p.k), hk = k / 2;
   const int n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
   if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
-  const int row0 = p.offsets[e], rows = p.offsets[e + 1] - row0;
+  const int row0 = er.row0, rows = er.row_end - row0;
   const int all_stages = (k + kSubs * 128 - 1) / (kSubs * 128);
   bool half_last = false;  // kTail: the last stage (stage `stages`) has one sub-chunk inside k
   if constexpr (kTail) half_last = k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;  // half_last_stage(k)
