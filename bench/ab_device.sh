@@ -7,7 +7,7 @@
 # e.g. bash bench/ab_device.sh pf FUSEDMOE_W4_PAIR_FINE=0 'deepseek-v3-tp1 4096 mxfp4,nvfp4' 'gpt-oss-120b 4096 mxfp4'
 #
 # Binaries: AB_PACK (default .devcarry/pack/bins.tgz) holding bin/bench (fusedmoe-bench), bin/tests
-# (fusedmoe_gpu_tests) and bin/sha (README.md, "Benchmarks on the device" shows how they are packed), unpacked into
+# (fusedmoe_gpu_tests) and bin/sha (bench/README.md, "On the shared device machine", shows how they are packed), unpacked into
 # AB_DIR (default .devcarry). Variants: off = SWITCH set, on = the default (AB_ON: environment of the on variant,
 # default none); or AB_VARIANTS, a space-separated list of NAME:VAR=VALUE,... (ab.py's --variant; SWITCH is then
 # ignored, give -), with AB_VARIANT_BENCH a space-separated list of NAME=FILE for variants that run another binary of

@@ -16,8 +16,8 @@
 #             default "qwen3-30b-a3b-tp1 8 mxfp4"; - for none), SE_GRID_PHASES (default "bench repeat peers report").
 #             With SE_OLD (a fusedmoe-bench.json(.gz) of an earlier grid, path relative to the repository root) the
 #             summary compares with it.
-# Binaries: SE_PACK (default .devcarry/pack/bins.tgz) holding bin/bench, bin/tests and bin/sha (README.md,
-# "Benchmarks on the device"), unpacked into SE_DIR (default .devcarry).
+# Binaries: SE_PACK (default .devcarry/pack/bins.tgz) holding bin/bench, bin/tests and bin/sha (bench/README.md,
+# "On the shared device machine"), unpacked into SE_DIR (default .devcarry).
 # Results: one file, $OUT/NAME.tgz (the device tool returns a limited number of files): NAME/suite/summary.txt (every
 # step's verdict lines), the steps' logs gzipped, NAME/grid/ (the bench and peers JSON gzipped, the report,
 # summary.md from bench/w4_grid_summary.py), device.txt in both.
