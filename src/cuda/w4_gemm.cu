@@ -27,8 +27,10 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <string>
 #include <type_traits>
 
+#include "cuda/activation_math.cuh"
 #include "cuda/active_expert.cuh"
 #include "cuda/chained_launch.cuh"
 #include "cuda/env_switch.hpp"
@@ -61,6 +63,12 @@ struct Params {
 // the warp wait for it there): load_scale_raw returns the stored bits (bf16 / e8m0 / e4m3),
 // scale_bits converts them to what decode_word and the kernel use: int4 the fp32 bits of the
 // bf16 group scale; e2m1 the bf16x2 s2 of decode_word.
+// The fused instances' second kernel argument (kAct: the activation stage's parameters); the other instances take an
+// empty one, so that their Params and code stay as they were.
+struct NoAct {};
+template <bool kAct>
+using ActArg = std::conditional_t<kAct, ActivationParams, NoAct>;
+
 template <int F>
 __device__ __forceinline__ uint32_t load_scale_raw(const Params& p, int64_t e, int64_t row, int64_t kk) {
   if constexpr (F == kInt4) {
@@ -153,10 +161,19 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // loop and gained less (bench/results/2026-11-28-h200-w4-full-k r4).
 template <int F, int NT, bool kTail, bool kLean, bool kFullK = false>
 constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 && !kTail && kLean ? 6 : 0);  // 0: no minimum (other instances)
-template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false>
-__global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean, kFullK>) w4_mma_kernel(Params p) {
+// kAct (w4_mma_gemm1_activation: e2m1 lean 8-token tiles, bf16 activations without quantisation, gated
+// activations): a warp's fragment rows g are the gate rows and rows g + 8 the up rows of 8 activation outputs, so each
+// lane holds the gate and up sums of one output for two tokens, and the epilogue writes GEMM2's operand with the
+// activation stage's arithmetic (activation_math.cuh: dequant factor, fc1 bias, gated activation, rounding, k order)
+// instead of h - the same bytes as GEMM1 + launch_activation, one kernel and the h round trip less. Its own instances:
+// the row mapping in the shared code cost the other instances 1-10% on 2026-11-22
+// (bench/results/2026-11-22-h100-w4-fused-activation-rejected).
+template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false>
+__global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
+    w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
+  static_assert(!kAct || (F != kInt4 && NT == 1 && kLean), "the fused activation: e2m1 lean 8-token tiles");
   extern __shared__ __align__(16) uint8_t smem[];
   const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
   if constexpr (F != kInt4) {
@@ -169,8 +186,21 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
   if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n = static_cast<int>(p.n), k = static_cast<int>(p.k), hk = k / 2;
-  const int n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
-  if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
+  int n0 = 0;
+  // kAct: outputs nb .. nb + 7; their gate rows rb[0] + i * rstride and up rows rb[1] + i * rstride (i < 8).
+  int nb = 0, rb[2] = {0, 0}, rstride = 1;
+  if constexpr (kAct) {
+    nb = (static_cast<int>(blockIdx.x) * kWarps + warp) * 8;
+    if (nb >= act.N) return;  // act.N % 8 == 0 (w4_mma_act_refusal)
+    int64_t gi, ui;
+    gate_up_columns(act, nb, gi, ui);
+    rb[0] = static_cast<int>(gi);
+    rb[1] = static_cast<int>(ui);
+    rstride = act.interleaved ? 2 : 1;
+  } else {
+    n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
+    if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
+  }
   const int row0 = er.row0, rows = er.row_end - row0;
   const int all_stages = (k + kSubs * 128 - 1) / (kSubs * 128);
   bool half_last = false;  // kTail: the last stage (stage `stages`) has one sub-chunk inside k
@@ -182,8 +212,15 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
   // at column lane % kCols of a stage.
   constexpr int kCols = kStageRowBytes / 16, kRowsPerCopy = 32 / kCols, kCopies = 16 / kRowsPerCopy;
   const int cbyte = (lane % kCols) * 16;
-  const int64_t rstep = kRowsPerCopy * static_cast<int64_t>(hk);
+  const int64_t rstep = kRowsPerCopy * static_cast<int64_t>(hk) * (kAct ? rstride : 1);
   const uint8_t* wsrc = p.w + (static_cast<int64_t>(e) * n + n0 + lane / kCols) * hk + cbyte;
+  // kAct: copies i < kCopies / 2 take gate rows (fragment rows 0..7), the others up rows (8..15).
+  static_assert(kCopies % 2 == 0 && kRowsPerCopy * kCopies / 2 == 8, "a copy row step stays inside one half");
+  const uint8_t* wsrc_up = nullptr;
+  if constexpr (kAct) {
+    wsrc = p.w + (static_cast<int64_t>(e) * n + rb[0] + (lane / kCols) * rstride) * hk + cbyte;
+    wsrc_up = p.w + (static_cast<int64_t>(e) * n + rb[1] + (lane / kCols) * rstride) * hk + cbyte;
+  }
   const uint32_t wdst =
       static_cast<uint32_t>(__cvta_generic_to_shared(wsm)) + (lane / kCols) * kRowPitch + cbyte;
 
@@ -196,7 +233,7 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
     const uint8_t* s = static_cast<const uint8_t*>(p.scale);
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      const int64_t row = n0 + h * 8 + g;
+      const int64_t row = kAct ? rb[h] + g * rstride : n0 + h * 8 + g;
       if constexpr (F == kInt4) {
         sb[h] = s + (static_cast<int64_t>(e) * n + row) * (k / 128) * 2;
         sstep = 2;
@@ -226,12 +263,21 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
   auto issue_stage = [&](int c, int buf, Raw& raw) {
     const int byte = c * kStageRowBytes;
     const bool kv = byte + cbyte < hk;  // this lane's 16 bytes lie inside the rows (so c < stages)
-    const uint8_t* src = wsrc + (kv ? byte : 0);
     const uint32_t dst = wdst + buf * kWarpStageBytes;
+    if constexpr (kAct) {
+      const uint8_t* src[2] = {wsrc + (kv ? byte : 0), wsrc_up + (kv ? byte : 0)};
 #pragma unroll
-    for (int i = 0; i < kCopies; ++i) {
-      cp_async16(dst + i * kRowsPerCopy * kRowPitch, src, kv);
-      src += rstep;
+      for (int i = 0; i < kCopies; ++i) {
+        cp_async16(dst + i * kRowsPerCopy * kRowPitch, src[i / (kCopies / 2)], kv);
+        src[i / (kCopies / 2)] += rstep;
+      }
+    } else {
+      const uint8_t* src = wsrc + (kv ? byte : 0);
+#pragma unroll
+      for (int i = 0; i < kCopies; ++i) {
+        cp_async16(dst + i * kRowsPerCopy * kRowPitch, src, kv);
+        src += rstep;
+      }
     }
     cp_async_commit();
 #pragma unroll
@@ -392,14 +438,33 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
     __syncwarp();
     // C fragment: (weight row g / g + 8, tokens 2t / 2t + 1).
     constexpr float kOut = F == kInt4 ? 1.0f : static_cast<float>(1 << kE2m1Shift);
+    if constexpr (kAct) {  // gate (q = 0, 1) and up (q = 2, 3) of output nb + g for tokens 2t, 2t + 1
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
-#pragma unroll
-      for (int q = 0; q < 4; ++q) {
-        const int col = n0 + g + (q >= 2 ? 8 : 0);
-        const int tok = tok0 + j * 8 + 2 * t + (q & 1);
-        if (tok < rows) p.d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
+      for (int q = 0; q < 2; ++q) {
+        const int tok = tok0 + 2 * t + q;
+        if (tok >= rows) continue;
+        const int64_t r = row0 + tok;
+        // This lane's output and its gate / up columns, recomputed here rather than held through the k loop (at 80
+        // registers, held, they spilled).
+        const int out = (static_cast<int>(blockIdx.x) * kWarps + (static_cast<int>(threadIdx.x) >> 5)) * 8 + g;
+        int64_t gi, ui;
+        gate_up_columns(act, out, gi, ui);
+        // launch_activation's act_value on h = acc * kOut: the same operations, the same bits.
+        const float ds = row_factor(act, r, e, 1.0f);  // no TENSOR dequant here (w4_mma_act_refusal)
+        const float gv = fix_h(act, acc[0][q] * kOut, ds, r, e, gi);
+        const float uv = fix_h(act, acc[0][q + 2] * kOut, ds, r, e, ui);
+        store_operand(act.out, act.op, r * act.N + out, round_to(act.act_dtype, gated(act, gv, uv)), act.korder);
       }
+    } else {
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) {
+          const int col = n0 + g + (q >= 2 ? 8 : 0);
+          const int tok = tok0 + j * 8 + 2 * t + (q & 1);
+          if (tok < rows) p.d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
+        }
+    }
   }
 }
 
@@ -462,10 +527,11 @@ bool full_k_on() {
   return on;
 }
 // One instance: its shared-memory opt-in (once per device) and the chained launch.
-template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false>
-void launch_instance(const Params& p, dim3 grid, cudaStream_t stream) {
-  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK>>(kSmemBytes);
-  launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK>, grid, dim3(kWarps * 32), kSmemBytes, stream, p);
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false>
+void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act = {}) {
+  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct>>(kSmemBytes);
+  launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct>, grid, dim3(kWarps * 32), kSmemBytes, stream, p,
+                 act);
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
@@ -516,7 +582,56 @@ void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
   else launch_one<F, 4>(p, grid, stream);
 }
 
+// GEMM1 + activation (kAct): the instance launch_mma would pick for this k (kFullK or plain; both lean, kZp false as
+// there). MXFP4's tail case is refused (w4_mma_act_refusal).
+bool mma_act_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_MMA_ACT");
+  return on;
+}
+template <int F>
+void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cudaStream_t stream) {
+  if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on())
+    return launch_instance<F, 1, false, false, true, true, true>(p, grid, stream, act);
+  launch_instance<F, 1, false, false, true, false, true>(p, grid, stream, act);
+}
+
+// Tokens per pass of the mma kernel: enough 8-token tiles for the expected rows of an expert.
+int tokens_per_pass(int64_t max_rows, int groups) {
+  const int64_t active = std::min<int64_t>(max_rows, groups);
+  const int64_t expect = (max_rows + active - 1) / active;
+  return expect <= 8 ? 8 : (expect <= 16 ? 16 : 32);
+}
+
 }  // namespace
+
+const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act, int groups, int64_t max_rows) {
+  if (!mma_act_on()) return "switched off (FUSEDMOE_W4_MMA_ACT=0)";
+  if (w13.format != Format::MXFP4 && w13.format != Format::NVFP4) return "e2m1 weights only";
+  if (!w4_mma_lean(w13.format)) return "the lean decode is switched off";
+  if (max_rows <= 0 || groups <= 0 || tokens_per_pass(max_rows, groups) != 8) return "more than 8 expected rows per expert";
+  if (act.quant != Fp8Quant::NONE || act.op != Operand::BF16) return "GEMM2's operand is not unquantised bf16";
+  if (act.act == Activation::RELU2 || act.R != 2 * act.N || w13.n != act.R) return "not a gated activation of GEMM1's rows";
+  if (act.N % 8 != 0) return "the intermediate size is not a multiple of 8";
+  if (act.dq.kind != Dequant::NONE && act.dq.kind != Dequant::GENERIC) return "a dequant the epilogue does not take";
+  // Where MXFP4 takes its tail instance (gpt-oss-120b's k = 2880) the fused form measured 1.04x slower
+  // (bench/results/2026-11-28-h200-w4-mma-act r2): that GEMM1 keeps h and the activation kernel.
+  if (w13.format == Format::MXFP4 && half_last_stage(static_cast<int>(w13.k)) && tail_on())
+    return "MXFP4 with k % 256 in 1..128 (its tail instance): measured slower fused";
+  return nullptr;
+}
+
+void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const ActivationParams& act, int groups,
+                             const int32_t* offsets, int64_t max_rows, cudaStream_t stream) {
+  if (max_rows <= 0 || groups <= 0) return;
+  if (const char* why = w4_mma_act_refusal(w13, act, groups, max_rows))
+    throw Error(std::string("w4 mma GEMM1 + activation: ") + why);
+  const Params p = make_params(w13, a, nullptr, groups, offsets);
+  const int64_t per_block = static_cast<int64_t>(kWarps) * 8;  // activation outputs per block
+  const dim3 grid(static_cast<unsigned>((act.N + per_block - 1) / per_block),
+                  static_cast<unsigned>(std::min<int64_t>(max_rows, groups)));
+  if (w13.format == Format::MXFP4) launch_mma_act<kMx>(p, act, grid, stream);
+  else launch_mma_act<kNv>(p, act, grid, stream);
+}
 
 bool w4_mma_lean(Format f) {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_LEAN");
@@ -561,9 +676,8 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
   const int64_t active = std::min<int64_t>(max_rows, groups);
   // Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
   // the expert's weights once); rows beyond are taken in further passes.
-  const int64_t expect = (max_rows + active - 1) / active;
   // (16-token passes from 6 or 7 expected rows were slower: bench/results/2026-11-28-h200-w4-nt2-rows.)
-  const int nt = expect <= 8 ? 1 : (expect <= 16 ? 2 : 4);
+  const int nt = tokens_per_pass(max_rows, groups) / 8;
   // One 16-row tile per warp: two measured slower (218-255 registers, fewer warps; NOTES.md).
   const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
   const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));

@@ -58,6 +58,14 @@ void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t*
                            cudaStream_t stream);
 
 // What the shapes need: k a multiple of 32 (one lane reads 32 values = 16 bytes of a row).
+// GEMM1 with the activation stage in the mma kernel's epilogue (decode sizes): writes act.out (GEMM2's operand, in
+// act.korder) instead of h, the same bytes as w4_mma_grouped_gemm + launch_activation. For MXFP4 / NVFP4 on the lean
+// decode, at most 8 expected rows per expert, bf16 activations without quantisation, gated activations, dequant NONE
+// or GENERIC; w4_mma_act_refusal says why a call does not qualify (nullptr: it does).
+const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act, int groups, int64_t max_rows);
+void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const ActivationParams& act, int groups,
+                             const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
+
 bool w4_shape_ok(const W4Weights& w, const char** why);
 // Whether the mma kernel of format f decodes by mask-multiply on an operand stored pre-paired (KOrder::W4_MMA; the
 // caller stores GEMM operands so): MXFP4 and NVFP4, unless FUSEDMOE_W4_LEAN=0 (both) or FUSEDMOE_W4_LEAN_NV=0
