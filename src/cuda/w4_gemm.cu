@@ -555,13 +555,15 @@ bool tail_on() {
   return on;
 }
 
-// Which w4_mma_kernel instance a call runs (template flags <F, NT, kTail, kZp, kLean, kFullK>; every switch at its
+// Which w4_mma_kernel instance a call runs (template flags <F, NT, kTail, kZp, kLean, kFullK, kAct>; every switch at its
 // default):
 //   W4A8 (kInt4)    NT = 1 / 2 / 4; kZp (zero-page loads past k) at NT = 1.
 //   MXFP4 / NVFP4   kLean (mask-multiply decode, operand pre-paired), NT = 1 / 2 / 4; at NT = 1:
 //                   MXFP4 with k % 256 in 1..128 the tail instance (kTail: the last half stage by itself),
 //                   k % 256 == 0 and k >= 4096 kFullK, otherwise the plain one; MXFP4's NT = 2 with kZp.
-// The switches FUSEDMOE_W4_LEAN(_NV) / _TAIL / _ZERO_PAGE / _FULLK = 0 pick the instances they replaced.
+//   GEMM1 + activation (w4_mma_gemm1_activation, kAct): MXFP4 / NVFP4 NT = 1 lean, kFullK or plain as above (MXFP4's
+//                   tail case is refused: w4_mma_act_refusal).
+// The switches FUSEDMOE_W4_LEAN(_NV) / _TAIL / _ZERO_PAGE / _FULLK / _MMA_ACT = 0 pick the instances they replaced.
 template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
   if constexpr (F != kInt4) {
