@@ -58,17 +58,17 @@ struct Params {
   bool uint4b8, swizzled;
 };
 
-// The scale of row `row` of expert e for the values from k index kk on, in two steps so that
-// the load can be issued chunks ahead of its use (converting right after the load would make
-// the warp wait for it there): load_scale_raw returns the stored bits (bf16 / e8m0 / e4m3),
-// scale_bits converts them to what decode_word and the kernel use: int4 the fp32 bits of the
-// bf16 group scale; e2m1 the bf16x2 s2 of decode_word.
 // The fused instances' second kernel argument (kAct: the activation stage's parameters); the other instances take an
 // empty one, so that their Params and code stay as they were.
 struct NoAct {};
 template <bool kAct>
 using ActArg = std::conditional_t<kAct, ActivationParams, NoAct>;
 
+// The scale of row `row` of expert e for the values from k index kk on, in two steps so that
+// the load can be issued chunks ahead of its use (converting right after the load would make
+// the warp wait for it there): load_scale_raw returns the stored bits (bf16 / e8m0 / e4m3),
+// scale_bits converts them to what decode_word and the kernel use: int4 the fp32 bits of the
+// bf16 group scale; e2m1 the bf16x2 s2 of decode_word.
 template <int F>
 __device__ __forceinline__ uint32_t load_scale_raw(const Params& p, int64_t e, int64_t row, int64_t kk) {
   if constexpr (F == kInt4) {
