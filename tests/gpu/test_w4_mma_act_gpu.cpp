@@ -18,6 +18,7 @@
 #include "cuda/w4_gemm.hpp"
 #include "fusedmoe/codecs.hpp"
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/w4_act_inputs.hpp"
 
 namespace fusedmoe::gputest {
 namespace {
@@ -39,45 +40,17 @@ std::string describe(const MmaActCase& c) {
          " k " + std::to_string(c.k) + (c.korder == cuda::KOrder::W4_MMA ? " w4-mma order" : " natural order");
 }
 
-template <typename T>
-DeviceBuffer to_device(const std::vector<T>& v, size_t extra = 16) {
-  DeviceBuffer b(v.size() * sizeof(T) + extra);
-  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
 void run_case(const MmaActCase& c, uint64_t seed) {
   SCOPED_TRACE(describe(c));
   const int E = static_cast<int>(c.rows.size());
-  const int bs = c.format == Format::MXFP4 ? 32 : 16;
-  const int64_t N = c.N, R = 2 * N, k = c.k, cols = k / bs;
-  std::vector<int32_t> offsets(E + 1, 0), row_expert;
-  for (int e = 0; e < E; ++e) {
-    offsets[e + 1] = offsets[e] + c.rows[e];
-    for (int r = 0; r < c.rows[e]; ++r) row_expert.push_back(e);
-  }
-  const int32_t total = offsets[E];
-
+  const int64_t N = c.N, R = 2 * N, k = c.k;
   std::mt19937_64 rng(seed);
-  std::vector<uint8_t> w(static_cast<size_t>(E * R * k / 2));
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  std::vector<uint8_t> flat(static_cast<size_t>(E * R * cols));
-  for (auto& s : flat)
-    s = c.format == Format::MXFP4 ? static_cast<uint8_t>(121 + rng() % 8) : static_cast<uint8_t>(0x18 + rng() % 0x30);
-  std::vector<uint8_t> scales;
-  if (c.swizzled) {
-    const size_t per = swizzled_scale_bytes(R, cols);
-    scales.assign(per * E, 0);
-    for (int e = 0; e < E; ++e) swizzle_scales_128x4(flat.data() + e * R * cols, R, cols, scales.data() + e * per);
-  } else {
-    scales = flat;
-  }
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> a(static_cast<size_t>(total) * k);
-  for (auto& x : a) x = float_to_bf16_bits(0.25f * nd(rng));
-  std::vector<float> bias(static_cast<size_t>(E * R)), w_expert(E);
-  for (auto& b : bias) b = 0.5f * nd(rng);
-  for (auto& s : w_expert) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 5) - 3);
+  const W4ActInputs in = make_w4_act_inputs(c.format, c.swizzled, c.rows, N, k, rng);
+  const auto &offsets = in.offsets, &row_expert = in.row_expert;
+  const int32_t total = in.total;
+  const auto &w = in.w, &scales = in.scales;
+  const auto& a = in.a;
+  const auto &bias = in.bias, &w_expert = in.w_expert;
 
   // The lean mma kernel takes GEMM1's operand pre-paired (KOrder::W4_MMA, w4_kperm.cuh).
   DeviceBuffer dw = to_device(w), ds = to_device(scales), da = to_device(korder_rows(a, cuda::KOrder::W4_MMA)),
@@ -141,20 +114,27 @@ void run_case(const MmaActCase& c, uint64_t seed) {
   EXPECT_GT(nonzero, static_cast<int>(want.size() / 2)) << "the reference is mostly zeros: a weak comparison";
 }
 
-// A call the fused path takes unless a switch turns it off (FUSEDMOE_W4_MMA_ACT=0, FUSEDMOE_W4_LEAN=0): the tests
-// below are skipped then, with the reason.
-const char* switched_off() {
+// A call the fused path takes (MXFP4, k = 256, gated SiLU, bf16, 8 experts with up to 8 rows each) unless a switch
+// turns it off (FUSEDMOE_W4_MMA_ACT=0, FUSEDMOE_W4_LEAN=0): the tests below are skipped then, with the reason.
+struct Call {
   cuda::W4Weights w;
-  w.format = Format::NVFP4;
-  w.n = 256;
-  w.k = 256;
   cuda::ActivationParams ap;
-  ap.R = 256;
-  ap.N = 128;
-  ap.act = Activation::SILU;
-  ap.op = cuda::Operand::BF16;
-  ap.quant = cuda::Fp8Quant::NONE;
-  return cuda::w4_mma_act_refusal(w, ap, 8, 8);
+};
+Call qualifying_call() {
+  Call c;
+  c.w.format = Format::MXFP4;
+  c.w.n = 256;
+  c.w.k = 256;
+  c.ap.R = 256;
+  c.ap.N = 128;
+  c.ap.act = Activation::SILU;
+  c.ap.op = cuda::Operand::BF16;
+  c.ap.quant = cuda::Fp8Quant::NONE;
+  return c;
+}
+const char* switched_off() {
+  const Call c = qualifying_call();
+  return cuda::w4_mma_act_refusal(c.w, c.ap, 8, 8);
 }
 
 TEST(W4MmaActGpu, BitwiseEqualToUnfusedStages) {
@@ -188,16 +168,7 @@ TEST(W4MmaActGpu, BitwiseEqualToUnfusedStages) {
 
 TEST(W4MmaActGpu, Refusals) {
   if (const char* why = switched_off()) GTEST_SKIP() << why;
-  cuda::W4Weights w;
-  w.format = Format::MXFP4;
-  w.n = 256;
-  w.k = 256;
-  cuda::ActivationParams ap;
-  ap.R = 256;
-  ap.N = 128;
-  ap.act = Activation::SILU;
-  ap.op = cuda::Operand::BF16;
-  ap.quant = cuda::Fp8Quant::NONE;
+  const auto [w, ap] = qualifying_call();
   EXPECT_EQ(cuda::w4_mma_act_refusal(w, ap, 8, 64), nullptr);  // 8 rows per expert: one 8-token pass
   EXPECT_NE(cuda::w4_mma_act_refusal(w, ap, 8, 72), nullptr);  // 9 expected rows: 16-token passes
   cuda::ActivationParams q = ap;

@@ -26,6 +26,7 @@
 #include "cuda/w4_gemm.hpp"
 #include "fusedmoe/codecs.hpp"
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/w4_act_inputs.hpp"
 
 namespace fusedmoe::gputest {
 namespace {
@@ -50,44 +51,18 @@ std::string describe(const ActCase& c) {
          " N " + std::to_string(c.N) + " k " + std::to_string(c.k) + (c.kperm ? " kperm" : "");
 }
 
-template <typename T>
-DeviceBuffer to_device(const std::vector<T>& v, size_t extra = 16) {
-  DeviceBuffer b(v.size() * sizeof(T) + extra);
-  if (!v.empty()) b.upload(v.data(), v.size() * sizeof(T));
-  return b;
-}
-
 void run_case(const ActCase& c, uint64_t seed) {
   SCOPED_TRACE(describe(c));
   const int E = static_cast<int>(c.rows.size());
-  const int bs = c.format == Format::MXFP4 ? 32 : 16;
-  const int64_t N = c.N, R = 2 * N, k = c.k, cols = k / bs;
-  std::vector<int32_t> offsets(E + 1, 0), row_expert;
-  for (int e = 0; e < E; ++e) {
-    offsets[e + 1] = offsets[e] + c.rows[e];
-    for (int r = 0; r < c.rows[e]; ++r) row_expert.push_back(e);
-  }
-  const int32_t total = offsets[E];
-
+  const int64_t N = c.N, R = 2 * N, k = c.k;
   std::mt19937_64 rng(seed);
-  std::vector<uint8_t> w(static_cast<size_t>(E * R * k / 2));
-  for (auto& b : w) b = static_cast<uint8_t>(rng());
-  std::vector<uint8_t> flat(static_cast<size_t>(E * R * cols));
-  for (auto& s : flat) s = c.format == Format::MXFP4 ? static_cast<uint8_t>(121 + rng() % 8) : static_cast<uint8_t>(0x18 + rng() % 0x30);
-  std::vector<uint8_t> scales;
-  if (c.swizzled) {
-    const size_t per = swizzled_scale_bytes(R, cols);
-    scales.assign(per * E, 0);
-    for (int e = 0; e < E; ++e) swizzle_scales_128x4(flat.data() + e * R * cols, R, cols, scales.data() + e * per);
-  } else {
-    scales = flat;
-  }
-  std::normal_distribution<float> nd(0.0f, 1.0f);
-  std::vector<uint16_t> a(static_cast<size_t>(total) * k);
-  for (auto& x : a) x = float_to_bf16_bits(0.25f * nd(rng));
-  std::vector<float> bias(static_cast<size_t>(E * R)), w_expert(E), a_row(static_cast<size_t>(total) + 1), in_scale(E);
-  for (auto& b : bias) b = 0.5f * nd(rng);
-  for (auto& s : w_expert) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 5) - 3);
+  const W4ActInputs in = make_w4_act_inputs(c.format, c.swizzled, c.rows, N, k, rng);
+  const auto &offsets = in.offsets, &row_expert = in.row_expert;
+  const int32_t total = in.total;
+  const auto &w = in.w, &scales = in.scales;
+  const auto& a = in.a;
+  const auto &bias = in.bias, &w_expert = in.w_expert;
+  std::vector<float> a_row(static_cast<size_t>(total) + 1), in_scale(E);
   for (auto& s : a_row) s = std::ldexp(1.0f + static_cast<float>(rng() % 64) / 64.0f, static_cast<int>(rng() % 7) - 3);
   for (auto& s : in_scale) s = 0.002f * static_cast<float>(1 + rng() % 50);  // nvfp4 activation input scales
 
