@@ -72,11 +72,16 @@ __device__ __forceinline__ void load_columns(const float* a, int64_t i, float (&
   }
 }
 
-template <int V>
+// kExtras: the layer has a bias or CHANNEL dequant, whose per-slot vectors (L2 or HBM loads) are
+// issued with the batch's y loads, 4 slots a batch. In the sum they were a load and its wait per
+// slot after the y loads (cuobjdump: each slot's bias / column-scale loads inside its branch of
+// the sum loop), so a thread waited topk + 1 round trips per step instead of one.
+template <int V, bool kExtras>
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
   chain_wait();
   static_assert(V == 4 || V == 8, "4 fp32 or 8 bf16 columns: one 16-byte load");
   constexpr int64_t kYBytes = 16 / V;
+  constexpr int B = kExtras ? 4 : kSlotBatch;  // slots per batch (registers: y 4 + bias V + scales V a slot)
   const char* y_bytes = static_cast<const char*>(p.y);
   __shared__ TokenSlots slots;
   const int topk = static_cast<int>(p.topk);
@@ -84,6 +89,7 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
   const int64_t per = (vecs + gridDim.y - 1) / gridDim.y;
   const int64_t vb = static_cast<int64_t>(blockIdx.y) * per, ve = min(vecs, vb + per);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  const float* wch = p.dq.kind == Dequant::CHANNEL ? p.dq.w : nullptr;
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
     __syncthreads();  // the previous token's slot data is no longer read
     slots.load(p, t, a_tensor);
@@ -91,32 +97,44 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
     for (int64_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
       const int64_t c = v * V;
       float acc[V] = {};
-      for (int k0 = 0; k0 < topk; k0 += kSlotBatch) {
-        int32_t r[kSlotBatch];
-        uint4 raw[kSlotBatch];  // kept packed until summed: 4 registers a slot, not V
+      for (int k0 = 0; k0 < topk; k0 += B) {
+        int32_t r[B];
+        uint4 raw[B];  // kept packed until summed: 4 registers a slot, not V
 #pragma unroll
-        for (int j = 0; j < kSlotBatch; ++j) r[j] = k0 + j < topk ? slots.row[k0 + j] : -1;
+        for (int j = 0; j < B; ++j) r[j] = k0 + j < topk ? slots.row[k0 + j] : -1;
 #pragma unroll
-        for (int j = 0; j < kSlotBatch; ++j)
+        for (int j = 0; j < B; ++j)
           if (r[j] >= 0)
             raw[j] = *reinterpret_cast<const uint4*>(y_bytes + (static_cast<int64_t>(r[j]) * p.K + c) * kYBytes);
+        // The expert's per-column weight scales and bias of these V columns, as 16-byte loads
+        // where aligned (scalar loads of them made fp8-channel's finalize 1.7x the fp8-tensor one).
+        float wc[kExtras ? B : 1][V], bv[kExtras ? B : 1][V];
+        if constexpr (kExtras) {
 #pragma unroll
-        for (int j = 0; j < kSlotBatch; ++j) {
+          for (int j = 0; j < B; ++j) {
+            const int64_t e = r[j] >= 0 ? slots.expert[k0 + j] : 0;
+            load_columns<V>(wch, e * p.K + c, wc[j], 1.0f);
+            load_columns<V>(p.bias, e * p.K + c, bv[j], 0.0f);
+          }
+        }
+#pragma unroll
+        for (int j = 0; j < B; ++j) {
           if (r[j] < 0) continue;
           const int64_t e = slots.expert[k0 + j];
           const float w = slots.weight[k0 + j], f = slots.factor[k0 + j];
           const uint32_t u[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
-          // The expert's per-column weight scales and bias of these V columns, as 16-byte loads
-          // where aligned (scalar loads of them made fp8-channel's finalize 1.7x the fp8-tensor one).
-          float wc[V], bv[V];
-          load_columns<V>(p.dq.kind == Dequant::CHANNEL ? p.dq.w : nullptr, e * p.K + c, wc, 1.0f);
-          load_columns<V>(p.bias, e * p.K + c, bv, 0.0f);
+          float wcl[V], bvl[V];  // without kExtras: "loaded" here (both arrays are nullptr then)
+          if constexpr (!kExtras) {
+            load_columns<V>(p.dq.kind == Dequant::CHANNEL ? p.dq.w : nullptr, e * p.K + c, wcl, 1.0f);
+            load_columns<V>(p.bias, e * p.K + c, bvl, 0.0f);
+          }
 #pragma unroll
           for (int q = 0; q < V; ++q) {
             // fp32: the word itself; bf16: the upper 16 bits of an fp32 (low half of word q / 2 first).
             const float yq = V == 4 ? __uint_as_float(u[q])
                                     : __uint_as_float(q % 2 == 0 ? u[q / 2] << 16 : u[q / 2] & 0xffff0000u);
-            acc[q] = add_slot_loaded(p, acc[q], yq, w, f, wc[q], bv[q]);
+            if constexpr (kExtras) acc[q] = add_slot_loaded(p, acc[q], yq, w, f, wc[j][q], bv[j][q]);
+            else acc[q] = add_slot_loaded(p, acc[q], yq, w, f, wcl[q], bvl[q]);
           }
         }
       }
@@ -140,8 +158,14 @@ void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
     const int64_t vecs = p.K / V, steps = (vecs + kVecThreads - 1) / kVecThreads;
     const int64_t split = std::max<int64_t>(1, std::min<int64_t>(steps, 1024 / std::max<int64_t>(p.M, 1)));
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(p.M, 1), 65535)), static_cast<unsigned>(split));
-    if (V == 4) launch_chained(finalize_vec_kernel<4>, grid, kVecThreads, 0, stream, p);
-    else launch_chained(finalize_vec_kernel<8>, grid, kVecThreads, 0, stream, p);
+    const bool extras = p.bias != nullptr || p.dq.kind == Dequant::CHANNEL;
+    if (V == 4) {
+      if (extras) launch_chained(finalize_vec_kernel<4, true>, grid, kVecThreads, 0, stream, p);
+      else launch_chained(finalize_vec_kernel<4, false>, grid, kVecThreads, 0, stream, p);
+    } else {
+      if (extras) launch_chained(finalize_vec_kernel<8, true>, grid, kVecThreads, 0, stream, p);
+      else launch_chained(finalize_vec_kernel<8, false>, grid, kVecThreads, 0, stream, p);
+    }
     return;
   }
   const int threads = p.K >= 2048 ? 256 : 128;
