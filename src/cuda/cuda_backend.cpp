@@ -13,6 +13,7 @@
 #include "core/backend.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/decode_layer.hpp"
+#include "cuda/env_switch.hpp"
 #include "cuda/grouped_gemm.hpp"
 #include "cuda/moe_kernels.hpp"
 #include "cuda/small_m_activation.hpp"
@@ -752,6 +753,12 @@ class CudaBackend final : public BackendImpl {
     if (w4_) run_w4_gemm(g2, false, b, stream);
     else run_grouped_gemm(g2, path2_, stream);
     mark(4);
+    // The 4-bit GEMM2 on our own kernels (the mma and wgmma ways, chain_wait() first) is one chained
+    // kernel after GEMM1 (and the activation), so the plan and the row scales the finalize reads are
+    // final when it starts (FinalizeParams::early). FUSEDMOE_FIN_EARLY=0 turns it off (A/B runs).
+    static const bool fin_early_off = env_switch_is_zero("FUSEDMOE_FIN_EARLY");
+    fp.early = w4_ && !fin_early_off && g2.max_rows > 0 && g2.groups > 0 &&
+               (!w4_large_batch(g2.max_rows) || w4_wgmma2_);
     launch_finalize(fp, stream);
     mark(5);
   }

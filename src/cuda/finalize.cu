@@ -76,9 +76,13 @@ __device__ __forceinline__ void load_columns(const float* a, int64_t i, float (&
 // issued with the batch's y loads, 4 slots a batch. In the sum they were a load and its wait per
 // slot after the y loads (cuobjdump: each slot's bias / column-scale loads inside its branch of
 // the sum loop), so a thread waited topk + 1 round trips per step instead of one.
+// p.early (FinalizeParams::early): before chain_wait() the block reads its first token's slots - the
+// plan's slot_row / row_expert, the router weights and the dequant factors, all final when it
+// starts (written two or more chained kernels back) - so their chain of dependent loads overlaps
+// GEMM2's tail; y only after the wait, which every block reaches (also with no token).
 template <int V, bool kExtras>
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
-  chain_wait();
+  if (!p.early) chain_wait();
   static_assert(V == 4 || V == 8, "4 fp32 or 8 bf16 columns: one 16-byte load");
   constexpr int64_t kYBytes = 16 / V;
   constexpr int B = kExtras ? 4 : kSlotBatch;  // slots per batch (registers: y 4 + bias V + scales V a slot)
@@ -90,9 +94,13 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
   const int64_t vb = static_cast<int64_t>(blockIdx.y) * per, ve = min(vecs, vb + per);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
   const float* wch = p.dq.kind == Dequant::CHANNEL ? p.dq.w : nullptr;
+  if (p.early) {
+    if (blockIdx.x < p.M) slots.load(p, blockIdx.x, a_tensor);
+    chain_wait();
+  }
   for (int64_t t = blockIdx.x; t < p.M; t += gridDim.x) {
     __syncthreads();  // the previous token's slot data is no longer read
-    slots.load(p, t, a_tensor);
+    if (!p.early || t != blockIdx.x) slots.load(p, t, a_tensor);
     __syncthreads();
     for (int64_t v = vb + threadIdx.x; v < ve; v += blockDim.x) {
       const int64_t c = v * V;

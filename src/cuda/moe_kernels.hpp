@@ -172,6 +172,10 @@ struct FinalizeParams {
   Dequant dq;
   void* out = nullptr;  // [M, K] hidden dtype
   DType out_dtype = DType::BF16;
+  // The plan (slot_row, row_expert) and the dequant factors' arrays are final when the finalize
+  // starts - written two or more chained kernels back (chained_launch.cuh) - so the vector kernel
+  // reads its first token's slots before its wait. Only the caller knows the chain; default false.
+  bool early = false;
 };
 void launch_finalize(const FinalizeParams& p, cudaStream_t stream);
 bool finalize_supports_topk(int64_t topk);

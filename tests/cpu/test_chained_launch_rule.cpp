@@ -85,6 +85,7 @@ std::vector<std::string> kernel_first_statements(const std::string& code, std::v
 const char* const kEarlyStart[] = {
     "small_m_gemm_kernel",  // with kEarly: the plan's expert offsets (>= 2 chained kernels back), the weights
     "stream_gemm_kernel",   // with early: the same offsets, its first stages' weight copies
+    "finalize_vec_kernel",  // with p.early: its first token's slots (plan rows, router weights, dequant factors)
 };
 
 bool early_start(const std::string& name) {

@@ -738,8 +738,9 @@ TEST_P(FinalizePaths, VectorEqualsGeneral) {
   DeviceBuffer tw_d = upload_vec(tw), bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), w_e_d = upload_vec(w_e),
                w_ec_d = upload_vec(w_ec), a_exp_d = upload_vec(a_exp), a_t_d = upload_vec(a_t);
   DeviceBuffer out_vec(sh.M * sh.K * 2), out_gen(sh.M * sh.K * 2), out_vec16(sh.M * sh.K * 2);
-  auto run = [&](const void* yp, DType y_dtype, DeviceBuffer& out) {
+  auto run = [&](const void* yp, DType y_dtype, DeviceBuffer& out, bool early = false) {
     cuda::FinalizeParams fp;
+    fp.early = early;  // the slots read before the wait (what the 4-bit layers' finalize does)
     fp.y = yp;
     fp.y_dtype = y_dtype;
     fp.M = sh.M;
@@ -768,8 +769,11 @@ TEST_P(FinalizePaths, VectorEqualsGeneral) {
   run(y_aligned.ptr, DType::F32, out_vec);
   if (!y_bf16) {
     run(y_shifted.ptr, DType::F32, out_gen);
+    DeviceBuffer out_early(sh.M * sh.K * 2);
+    run(y_aligned.ptr, DType::F32, out_early, true);
     FMOE_CUDA(cudaDeviceSynchronize());
     expect_same_bytes(out_vec, out_gen.get(), sh.M * sh.K * 2, "output");
+    expect_same_bytes(out_vec, out_early.get(), sh.M * sh.K * 2, "output (slots read before the wait)");
     return;
   }
   run(y16_aligned.ptr, DType::BF16, out_vec16);
