@@ -133,11 +133,28 @@ __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64
 // The row walk of the vector activation kernels: body(r, e, ds) for every row that exists, one
 // block per row (grid-stride over the device row count); e the row's expert, ds its per-row
 // dequant factor for act8 (TENSOR, GENERIC; the CHANNEL factor is per column).
+// early (a kernel that has not waited yet, given ActivationParams::early): the row count, the
+// block's first row's expert and factor - the plan's and the previous quantiser's arrays, final when
+// the kernel starts - are read before chain_wait(), which every block then reaches (also with no
+// row); h only in the body, after it. Kernels that wait first pass false (the same code as before).
 template <class Body>
-__device__ __forceinline__ void for_each_row(const ActivationParams& p, Body body) {
+__device__ __forceinline__ void for_each_row(const ActivationParams& p, Body body, bool early = false) {
   const int32_t rows = load_rows(p.rows);
   const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+  int64_t r = blockIdx.x;
+  if (early) {
+    int64_t e = 0;
+    float ds = 1.0f;
+    if (r < rows) {
+      e = __ldg(p.row_expert + r);
+      ds = row_factor(p, r, e, a_tensor);
+    }
+    chain_wait();
+    if (r >= rows) return;
+    body(r, e, ds);
+    r += gridDim.x;
+  }
+  for (; r < rows; r += gridDim.x) {
     const int64_t e = __ldg(p.row_expert + r);
     body(r, e, row_factor(p, r, e, a_tensor));
   }
@@ -298,7 +315,7 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_block_warp_kernel(A
 // 14336-wide rows (57 KB of fp32 per block allowed 3). Values, scale and codes as
 // activation_kernel's ROW case.
 __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(ActivationParams p) {
-  chain_wait();
+  if (!p.early) chain_wait();  // else in for_each_row (ActivationParams::early)
   extern __shared__ float4 staged[];  // [N] values of the activation dtype
   const int lanes = static_cast<int>(p.N / 8);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
@@ -316,7 +333,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_vec_kernel(Activat
       load8_as_float(staged, p.act_dtype, static_cast<int64_t>(l) * 8, a);
       store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.korder);
     }
-  });
+  }, p.early);
 }
 // Shared memory of activation_row_vec_kernel: rows up to 24576 outputs (Mixtral's 14336 included).
 constexpr int kRowStageMaxBytes = 96 * 1024;
@@ -328,7 +345,7 @@ constexpr int kRowStageMaxBytes = 96 * 1024;
 // so the row scale and the codes are those of activation_row_vec_kernel.
 constexpr int kRowClusterMax = 8;  // the portable cluster size
 __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(ActivationParams p) {
-  chain_wait();
+  if (!p.early) chain_wait();  // else in for_each_row (ActivationParams::early)
   namespace cg = cooperative_groups;
   extern __shared__ float4 staged[];  // [2 * this block's lanes]
   __shared__ float part_amax;
@@ -358,19 +375,19 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(Act
       store8_row_codes(p.out, p.op, r * p.N + static_cast<int64_t>(l) * 8, a, s, p.korder);
     }
     cluster.sync();  // no block rewrites part_amax (next row) or exits while others read it
-  });
+  }, p.early);
 }
 
 // NVFP4 (W4A4), N a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
 // that exist), one 16-wide block per thread and step (act8 twice; loops rolled, see
 // nvfp4_block_values). Values as activation_kernel's NVFP4 case.
 __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(ActivationParams p) {
-  chain_wait();
+  if (!p.early) chain_wait();  // else in for_each_row (ActivationParams::early)
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     quantise_nvfp4_row_vec<true>(
         p.out, p.op, r * p.N, p.N, 1.0f / p.nvfp4_input_scale[e], [&](int64_t c, float (&a)[8]) { act8(p, r, e, ds, c, a); },
         p.korder);
-  });
+  }, p.early);
 }
 
 __global__ void quantise_staged_kernel(ActivationParams p) {

@@ -76,6 +76,13 @@ struct Buffers {
   void* w4_decoded = nullptr;    // 4-bit formats, dequant way: decoded weights of a chunk of experts
 };
 
+// FUSEDMOE_FIN_EARLY=0: the 4-bit layers' activation and finalize wait for the previous kernel before
+// they read anything (FinalizeParams::early, ActivationParams::early), as before 2026-11-28.
+bool chain_early_off() {
+  static const bool off = env_switch_is_zero("FUSEDMOE_FIN_EARLY");
+  return off;
+}
+
 bool is_w4_format(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || f == Format::NVFP4; }
 
 int64_t block_groups(int64_t cols) { return (cols + 127) / 128; }
@@ -703,7 +710,13 @@ class CudaBackend final : public BackendImpl {
       if (w4_) run_w4_gemm(g1, true, b, stream);
       else run_grouped_gemm(g1, path1_, stream);
       mark(2);
-      launch_activation(ap, slots, stream);
+      // After the 4-bit GEMM1 on our own kernels (the mma and wgmma ways, chain_wait() first) the plan and
+      // GEMM1's row scales are two chained kernels back: the activation may read its rows' experts and
+      // factors before its wait (ActivationParams::early; FUSEDMOE_FIN_EARLY=0 turns it off with the finalize's).
+      ActivationParams a1 = ap;
+      a1.early = w4_ && !chain_early_off() && g1.max_rows > 0 && g1.groups > 0 &&
+                 (!w4_large_batch(g1.max_rows) || w4_wgmma1_);
+      launch_activation(a1, slots, stream);
     }
     mark(3);
 
@@ -756,8 +769,7 @@ class CudaBackend final : public BackendImpl {
     // The 4-bit GEMM2 on our own kernels (the mma and wgmma ways, chain_wait() first) is one chained
     // kernel after GEMM1 (and the activation), so the plan and the row scales the finalize reads are
     // final when it starts (FinalizeParams::early). FUSEDMOE_FIN_EARLY=0 turns it off (A/B runs).
-    static const bool fin_early_off = env_switch_is_zero("FUSEDMOE_FIN_EARLY");
-    fp.early = w4_ && !fin_early_off && g2.max_rows > 0 && g2.groups > 0 &&
+    fp.early = w4_ && !chain_early_off() && g2.max_rows > 0 && g2.groups > 0 &&
                (!w4_large_batch(g2.max_rows) || w4_wgmma2_);
     launch_finalize(fp, stream);
     mark(5);

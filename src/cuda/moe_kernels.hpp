@@ -156,6 +156,10 @@ struct ActivationParams {
   // sm90_gemm1_channel_act_applies): the activation output already rounded to bf16, [rows, N];
   // launch_activation then only quantises it (h unused).
   const uint16_t* act_bf16 = nullptr;
+  // The plan (rows, row_expert) and the dequant factors' arrays are final when the activation starts
+  // (two or more chained kernels back), so its row kernels may read a row's expert and factor before
+  // their wait (activation.cu, for_each_row). A permission: kernels that wait first ignore it.
+  bool early = false;
 };
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream);
 

@@ -86,6 +86,9 @@ const char* const kEarlyStart[] = {
     "small_m_gemm_kernel",  // with kEarly: the plan's expert offsets (>= 2 chained kernels back), the weights
     "stream_gemm_kernel",   // with early: the same offsets, its first stages' weight copies
     "finalize_vec_kernel",  // with p.early: its first token's slots (plan rows, router weights, dequant factors)
+    "activation_row_vec_kernel",      // with p.early: the first row's expert and dequant factor (for_each_row)
+    "activation_row_cluster_kernel",  // the same
+    "activation_nvfp4_vec_kernel",    // the same
 };
 
 bool early_start(const std::string& name) {

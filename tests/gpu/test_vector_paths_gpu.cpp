@@ -469,8 +469,10 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   FMOE_CUDA(cudaMemset(s_vec.get(), 0, slots * scale_bytes + 16));
   FMOE_CUDA(cudaMemset(s_gen.get(), 0, slots * scale_bytes + 16));
   cuda::KOrder use_ko = ko;
+  bool use_early = false;
   auto run = [&](const void* hp, DeviceBuffer& q, DeviceBuffer& s) {
     cuda::ActivationParams ap;
+    ap.early = use_early;
     ap.korder = use_ko;
     ap.h = static_cast<const float*>(hp);
     ap.R = R;
@@ -510,6 +512,17 @@ void activation_paths(const ActCase& c, cuda::Dequant::Kind dq, int64_t N, cuda:
   };
   expect_vector_equals_general(plan, E, code_bytes, scale_bytes, h_aligned.ptr, h_shifted.ptr, q_vec, q_gen, s_vec,
                                s_gen, run);
+  if (quant == cuda::Fp8Quant::ROW || nvfp4) {  // the row kernels reading a row's expert / factor before the wait
+    DeviceBuffer q_early(slots * code_bytes), s_early(slots * scale_bytes + 16);
+    FMOE_CUDA(cudaMemset(q_early.get(), 0xA5, slots * code_bytes));  // q_vec's poison
+    FMOE_CUDA(cudaMemset(s_early.get(), 0, slots * scale_bytes + 16));
+    use_early = true;
+    run(h_aligned.ptr, q_early, s_early);
+    use_early = false;
+    FMOE_CUDA(cudaDeviceSynchronize());
+    expect_same_bytes(q_vec, q_early.get(), slots * code_bytes, "codes (early)");
+    expect_same_bytes(s_vec, s_early.get(), slots * scale_bytes + 16, "scales (early)");
+  }
   if (ko != cuda::KOrder::NATURAL) {
     DeviceBuffer q_plain(slots * code_bytes), s_plain(slots * scale_bytes + 16);
     use_ko = cuda::KOrder::NATURAL;
