@@ -20,7 +20,8 @@
 // the offsets (the plan inside the gather) they are told so (GroupedGemmArgs::offsets_final_at_launch)
 // and wait first. finalize_vec_kernel reads its first token's slots, and the row activation kernels
 // their first row's expert and factor, early only when told (FinalizeParams::early,
-// ActivationParams::early: the 4-bit layers, where the GEMM before them is one of our chained kernels). In a stream without a programmatic predecessor (first kernel, after a memset, a
+// ActivationParams::early: the 4-bit layers, where the GEMM before them is one of our chained
+// kernels). In a stream without a programmatic predecessor (first kernel, after a memset, a
 // CUTLASS kernel launched plainly, or a user's kernel) the wait returns at once after the usual
 // stream ordering. Stream capture records the same edges in a CUDA graph.
 #include <cuda_runtime.h>
