@@ -714,8 +714,7 @@ class CudaBackend final : public BackendImpl {
       // GEMM1's row scales are two chained kernels back: the activation may read its rows' experts and
       // factors before its wait (ActivationParams::early; FUSEDMOE_FIN_EARLY=0 turns it off with the finalize's).
       ActivationParams a1 = ap;
-      a1.early = w4_ && !chain_early_off() && g1.max_rows > 0 && g1.groups > 0 &&
-                 (!w4_large_batch(g1.max_rows) || w4_wgmma1_);
+      a1.early = !chain_early_off() && w4_chained_gemm(g1, true);
       launch_activation(a1, slots, stream);
     }
     mark(3);
@@ -769,8 +768,7 @@ class CudaBackend final : public BackendImpl {
     // The 4-bit GEMM2 on our own kernels (the mma and wgmma ways, chain_wait() first) is one chained
     // kernel after GEMM1 (and the activation), so the plan and the row scales the finalize reads are
     // final when it starts (FinalizeParams::early). FUSEDMOE_FIN_EARLY=0 turns it off (A/B runs).
-    fp.early = w4_ && !chain_early_off() && g2.max_rows > 0 && g2.groups > 0 &&
-               (!w4_large_batch(g2.max_rows) || w4_wgmma2_);
+    fp.early = !chain_early_off() && w4_chained_gemm(g2, false);
     launch_finalize(fp, stream);
     mark(5);
   }
@@ -884,6 +882,11 @@ class CudaBackend final : public BackendImpl {
 
   // One 4-bit GEMM: the mma kernel, a wgmma kernel, or chunk by chunk of experts: decode, then the
   // SM90 GEMM.
+  // Whether run_w4_gemm launches one of our chained kernels for g (the mma or wgmma way; chain_wait() first), not
+  // nothing (no rows) nor the dequant way's plainly launched CUTLASS GEMM: the condition of the early reads after it.
+  bool w4_chained_gemm(const GroupedGemmArgs& g, bool gemm1) const {
+    return w4_ && g.max_rows > 0 && g.groups > 0 && (!w4_large_batch(g.max_rows) || (gemm1 ? w4_wgmma1_ : w4_wgmma2_));
+  }
   void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
     const W4Weights w = w4_weights(gemm1);
     if (!w4_large_batch(g.max_rows)) {

@@ -128,21 +128,16 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
 #pragma unroll
         for (int j = 0; j < B; ++j) {
           if (r[j] < 0) continue;
-          const int64_t e = slots.expert[k0 + j];
           const float w = slots.weight[k0 + j], f = slots.factor[k0 + j];
           const uint32_t u[4] = {raw[j].x, raw[j].y, raw[j].z, raw[j].w};
-          float wcl[V], bvl[V];  // without kExtras: "loaded" here (both arrays are nullptr then)
-          if constexpr (!kExtras) {
-            load_columns<V>(p.dq.kind == Dequant::CHANNEL ? p.dq.w : nullptr, e * p.K + c, wcl, 1.0f);
-            load_columns<V>(p.bias, e * p.K + c, bvl, 0.0f);
-          }
 #pragma unroll
           for (int q = 0; q < V; ++q) {
             // fp32: the word itself; bf16: the upper 16 bits of an fp32 (low half of word q / 2 first).
             const float yq = V == 4 ? __uint_as_float(u[q])
                                     : __uint_as_float(q % 2 == 0 ? u[q / 2] << 16 : u[q / 2] & 0xffff0000u);
+            // Without kExtras there is no bias and no CHANNEL scale (launch_finalize): neither value is used.
             if constexpr (kExtras) acc[q] = add_slot_loaded(p, acc[q], yq, w, f, wc[j][q], bv[j][q]);
-            else acc[q] = add_slot_loaded(p, acc[q], yq, w, f, wcl[q], bvl[q]);
+            else acc[q] = add_slot_loaded(p, acc[q], yq, w, f, 1.0f, 0.0f);
           }
         }
       }
