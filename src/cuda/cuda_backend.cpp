@@ -83,6 +83,13 @@ bool chain_early_off() {
   return off;
 }
 
+// FUSEDMOE_DECODE_LAYER=0: one-token calls run the kernel chain instead of the one-kernel layers (decode_layer.cu,
+// decode_layer_w4.cu): a same-binary A/B of the two forms.
+bool decode_layer_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_DECODE_LAYER");
+  return on;
+}
+
 bool is_w4_format(Format f) { return f == Format::W4A8_INT4 || f == Format::MXFP4 || f == Format::NVFP4; }
 
 int64_t block_groups(int64_t cols) { return (cols + 127) / 128; }
@@ -605,7 +612,7 @@ class CudaBackend final : public BackendImpl {
         dl.w4_13 = w4_weights(true);
         dl.w4_2 = w4_weights(false);
       }
-      if (w4_ ? decode_layer_w4_applies(dl) : decode_layer_applies(dl)) {
+      if (decode_layer_on() && (w4_ ? decode_layer_w4_applies(dl) : decode_layer_applies(dl))) {
         mark(1);
         if (w4_) launch_decode_layer_w4(dl, stream);
         else launch_decode_layer(dl, stream);

@@ -596,8 +596,12 @@ bool decode_layer_w4_applies(const DecodeLayerParams& p) {
   if (w4a4 && (f != Format::NVFP4 || !gp.nvfp4_input_scale || !ap.nvfp4_input_scale)) return false;
   // W4A4 keeps x per slot in shared memory: with gpt-oss-120b's 197 KB the kernel was 1.08-1.10x
   // the chain's time (L1 28 KB for the block-scale loads), with Qwen3-30B-A3B's 101 KB 0.91x (H100,
-  // bench/results/2026-11-26-h100-decode-layer-w4 r11): taken up to 128 KB.
-  if (w4a4 && decode_layer_w4_smem_bytes(p) > 128 * 1024) return false;
+  // bench/results/2026-11-26-h100-decode-layer-w4 r11): taken up to 128 KB. The same for per-token
+  // fp8 activations (GEMM2's operand rows staged in shared memory): gpt-oss-120b mxfp4-fp8 (176 KB)
+  // 1.16x the chain's time since the chain's 2026-11-28 gains, Qwen3-30B-A3B's (69 KB) 0.87x (H200,
+  // bench/results/2026-11-28-h200-w4-early, dl). The bf16-activation forms stay at any size
+  // (gpt-oss-120b mxfp4 153 KB: 0.99x, nvfp4 0.82x).
+  if ((w4a4 || row) && decode_layer_w4_smem_bytes(p) > 128 * 1024) return false;
   for (const Dequant* d : {&ap.dq, &fp.dq})
     if (d->kind != Dequant::GENERIC || (!row && d->a_row) || (!w4a4 && d->a_expert) || (w4a4 && !d->a_expert))
       return false;
