@@ -390,6 +390,48 @@ __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(Activ
   }, p.early);
 }
 
+// Activation output n of row r (expert e) with the row's dequant factor ds: act8's operations for one column.
+__device__ __forceinline__ float act1(const ActivationParams& p, int64_t r, int64_t e, float ds, int64_t n) {
+  const float* h = p.h + r * p.R;
+  if (p.act == Activation::RELU2) {
+    const float v = fix_h(p, __ldg(h + n), ds, r, e, n);
+    const float c = v > 0.0f ? v : 0.0f;
+    return round_to(p.act_dtype, c * c);
+  }
+  int64_t gi, ui;
+  gate_up_columns(p, n, gi, ui);
+  return round_to(p.act_dtype, gated(p, fix_h(p, __ldg(h + gi), ds, r, e, gi), fix_h(p, __ldg(h + ui), ds, r, e, ui)));
+}
+
+// NVFP4 (W4A4) for few rows: each 16-wide block on 16 lanes, one output per lane (its amax by shuffles within the
+// half-warp), blockIdx.y the row's chunk of kVecThreads / 16 blocks. activation_nvfp4_vec_kernel gives a block to one
+// thread, which walks its 16 outputs in a rolled loop: at one token that is a few hundred threads in all, each a long
+// dependent chain of gated activations, divisions and roundings (gpt-oss-120b W4A4 one token: the activation stage
+// ~14 us). The same operations per output and the same block max (abs_for_amax maps NaN to 0, fmaxf is exact and
+// order-free), so the same codes and values.
+__global__ void __launch_bounds__(kVecThreads) activation_nvfp4_lanes_kernel(ActivationParams p) {
+  if (!p.early) chain_wait();  // else in for_each_row (ActivationParams::early)
+  const int64_t blocks = p.N / 16, b = static_cast<int64_t>(blockIdx.y) * (blockDim.x / 16) + threadIdx.x / 16;
+  const int64_t n = b * 16 + (threadIdx.x & 15);
+  for_each_row(p, [&](int64_t r, int64_t e, float ds) {
+    const bool in = b < blocks;  // lanes past the row take part in the shuffles with zeros
+    float v = in ? act1(p, r, e, ds, n) : 0.0f;
+    float m = abs_for_amax(v);
+#pragma unroll
+    for (int o = 8; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float gs = 1.0f / p.nvfp4_input_scale[e];
+    const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
+    v = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v * gs, sf))) * sf;
+    if (in) store_operand(p.out, p.op, r * p.N + n, v, p.korder);
+  }, p.early);
+}
+// Rows up to which the activation's NVFP4 quantisation takes the lanes kernel (FUSEDMOE_NVFP4_LANES=0: never).
+constexpr int64_t kNvfp4LanesMaxRows = 512;
+bool nvfp4_lanes_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_NVFP4_LANES");
+  return on;
+}
+
 __global__ void quantise_staged_kernel(ActivationParams p) {
   chain_wait();
   const int64_t r = blockIdx.x;
@@ -595,6 +637,12 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   }
   if (p.quant == Fp8Quant::NVFP4 && p.op != Operand::FP8 && p.N % 16 == 0 && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, 16)) {
+    if (max_rows <= kNvfp4LanesMaxRows && nvfp4_lanes_on()) {
+      const int64_t per_cta = kVecThreads / 16;
+      const unsigned y = static_cast<unsigned>((p.N / 16 + per_cta - 1) / per_cta);
+      launch_chained(activation_nvfp4_lanes_kernel, dim3(row_grid(max_rows), y), dim3(kVecThreads), 0, stream, p);
+      return;
+    }
     launch_chained(activation_nvfp4_vec_kernel, row_grid(max_rows), row_threads8(p.N / 2), 0, stream, p);
     return;
   }

@@ -89,6 +89,7 @@ const char* const kEarlyStart[] = {
     "activation_row_vec_kernel",      // with p.early: the first row's expert and dequant factor (for_each_row)
     "activation_row_cluster_kernel",  // the same
     "activation_nvfp4_vec_kernel",    // the same
+    "activation_nvfp4_lanes_kernel",  // the same
 };
 
 bool early_start(const std::string& name) {

@@ -649,20 +649,23 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowStaging,
                                   std::to_string(std::get<2>(info.param));
                          });
 
-// NVFP4 activations (W4A4) with the generic dequant of the 4-bit formats.
-class ActivationNvfp4Paths : public ::testing::TestWithParam<std::tuple<int, int64_t>> {};
+// NVFP4 activations (W4A4) with the generic dequant of the 4-bit formats: M = 40 (120 slots) takes the lanes kernel
+// (a 16-wide block on 16 lanes), M = 200 (600 slots, over kNvfp4LanesMaxRows) the vector kernel (a block per thread).
+class ActivationNvfp4Paths : public ::testing::TestWithParam<std::tuple<int, int64_t, int64_t>> {};
 
 TEST_P(ActivationNvfp4Paths, VectorEqualsGeneral) {
   FMOE_REQUIRE_GPU();
-  const auto [ci, N] = GetParam();
-  activation_paths(kActCases[ci], cuda::Dequant::GENERIC, N, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16);
+  const auto [ci, N, M] = GetParam();
+  activation_paths(kActCases[ci], cuda::Dequant::GENERIC, N, cuda::Fp8Quant::NVFP4, cuda::Operand::BF16, DType::BF16, M);
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, ActivationNvfp4Paths,
                          ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))),
-                                            ::testing::Values(int64_t{400}, int64_t{2880})),
+                                            ::testing::Values(int64_t{400}, int64_t{2880}),
+                                            ::testing::Values(int64_t{40}, int64_t{200})),
                          [](const auto& info) {
-                           return act_case_name(std::get<0>(info.param), "", std::get<1>(info.param));
+                           return act_case_name(std::get<0>(info.param), std::get<2>(info.param) == 40 ? "_lanes" : "_vec",
+                                                std::get<1>(info.param));
                          });
 
 // ---------------------------------------------------------------- the 4-bit wgmma operand order
