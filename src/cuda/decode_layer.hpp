@@ -47,6 +47,9 @@ struct DecodeLayerParams {
   // round's tasks fill half 0 of every CTA before half 1 (a last, partial round spreads over
   // CTAs instead of giving both halves of the first CTAs one more task).
   bool half_major_tasks = true;
+  // 4-bit kernel, NVFP4 activations (W4A4): the staged activation's 16-wide blocks quantised with the per-value loop
+  // unrolled (set by the launcher; FUSEDMOE_DL_NVFP4_UNROLLED=0 the rolled loop, as before 2026-11-28).
+  bool nvfp4_unrolled = true;
 };
 
 // Largest top-k the kernel takes (its GEMM2 keeps every slot's W2 slice in shared memory).

@@ -41,6 +41,7 @@
 #include "cuda/decode_layer.hpp"
 #include "cuda/decode_layer_common.cuh"
 #include "cuda/device_utils.cuh"
+#include "cuda/env_switch.hpp"
 #include "cuda/expert_id.cuh"
 #include "cuda/finalize_term.cuh"
 #include "cuda/mbarrier.cuh"
@@ -472,7 +473,10 @@ __global__ void __launch_bounds__(kThreads, 1) decode_layer_w4_kernel(DecodeLaye
         const float4 f4 = __ldcg(src + q);
         v[4 * q] = f4.x, v[4 * q + 1] = f4.y, v[4 * q + 2] = f4.z, v[4 * q + 3] = f4.w;
       }
-      nvfp4_block_values<true>(v, gs2_slot[s]);
+      // Unrolled: the block's 16 divisions and roundings independent of each other (rolled, v lived in local memory
+      // and the 16 ran as one dependent chain, on the path after the grid barrier). Both forms give the same values.
+      if (p.nvfp4_unrolled) nvfp4_block_values<false>(v, gs2_slot[s]);
+      else nvfp4_block_values<true>(v, gs2_slot[s]);
       store16_mma(a2s + 2 * N * s, c, v);
     }
     __syncthreads();
@@ -630,6 +634,8 @@ void launch_decode_layer_w4(const DecodeLayerParams& p, cudaStream_t stream) {
   const int64_t kblocks = (p.gather.K + kKBlockValues - 1) / kKBlockValues, u = (kblocks + kHalfWarps - 1) / kHalfWarps;
   DecodeLayerParams q = p;
   q.half_major_tasks = dl_half_major_tasks();
+  static const bool nvfp4_unrolled = !env_switch_is_zero("FUSEDMOE_DL_NVFP4_UNROLLED");
+  q.nvfp4_unrolled = nvfp4_unrolled;
   if (u <= 2) launch_w4<2>(q, cols, smem, stream);
   else if (u == 3) launch_w4<3>(q, cols, smem, stream);
   else launch_w4<4>(q, cols, smem, stream);
