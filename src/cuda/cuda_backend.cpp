@@ -769,8 +769,15 @@ class CudaBackend final : public BackendImpl {
       mark(5);
       return;
     }
-    if (w4_) run_w4_gemm(g2, false, b, stream);
+    // One-token grids of few warps (gpt-oss-120b): the 4-bit GEMM2 splits k in two, the second half's sums into h's
+    // buffer (free once the activation has read it; [slots, R] holds [slots, K] when K <= R), the finalize adds them.
+    float* y2 = nullptr;
+    if (w4_ && !w4_large_batch(g2.max_rows) && K <= R &&
+        w4_mma_split_pays(w4_weights(false), g2.groups, g2.max_rows, sm_count_))
+      y2 = b.h;
+    if (w4_) run_w4_gemm(g2, false, b, stream, y2);
     else run_grouped_gemm(g2, path2_, stream);
+    fp.y2 = y2;
     mark(4);
     // The 4-bit GEMM2 on our own kernels (the mma and wgmma ways, chain_wait() first) is one chained
     // kernel after GEMM1 (and the activation), so the plan and the row scales the finalize reads are
@@ -894,10 +901,13 @@ class CudaBackend final : public BackendImpl {
   bool w4_chained_gemm(const GroupedGemmArgs& g, bool gemm1) const {
     return w4_ && g.max_rows > 0 && g.groups > 0 && (!w4_large_batch(g.max_rows) || (gemm1 ? w4_wgmma1_ : w4_wgmma2_));
   }
-  void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream) const {
+  // d2: the mma kernel's k split in two (w4_mma_split_pays), the second half's sums there.
+  void run_w4_gemm(const GroupedGemmArgs& g, bool gemm1, const Buffers& b, cudaStream_t stream,
+                   float* d2 = nullptr) const {
     const W4Weights w = w4_weights(gemm1);
     if (!w4_large_batch(g.max_rows)) {
-      w4_mma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream);
+      w4_mma_grouped_gemm(w, g.a, static_cast<float*>(g.d), g.groups, g.expert_offsets, g.max_rows, stream, d2,
+                          sm_count_);
       return;
     }
     if (gemm1 ? w4_wgmma1_ : w4_wgmma2_) {

@@ -31,8 +31,9 @@ __global__ void finalize_kernel(FinalizeParams p) {
       for (int k = 0; k < topk; ++k) {
         const int32_t r = slots.row[k];
         if (r < 0) continue;
-        acc = add_slot(p, acc, load_as_float(p.y, p.y_dtype, static_cast<int64_t>(r) * p.K + c), slots.weight[k],
-                       slots.factor[k], slots.expert[k], c);
+        float yv = load_as_float(p.y, p.y_dtype, static_cast<int64_t>(r) * p.K + c);
+        if (p.y2) yv += p.y2[static_cast<int64_t>(r) * p.K + c];  // the split GEMM2's second half (fp32 y)
+        acc = add_slot(p, acc, yv, slots.weight[k], slots.factor[k], slots.expert[k], c);
       }
       store_from_float(p.out, p.out_dtype, t * p.K + c, acc);
     }
@@ -80,8 +81,11 @@ __device__ __forceinline__ void load_columns(const float* a, int64_t i, float (&
 // plan's slot_row / row_expert, the router weights and the dequant factors, all final when it
 // starts (written two or more chained kernels back) - so their chain of dependent loads overlaps
 // GEMM2's tail; y only after the wait, which every block reaches (also with no token).
-template <int V, bool kExtras>
+// kY2 (fp32 y, V = 4): GEMM2's k split in two (FinalizeParams::y2): each slot's y words plus y2's, in that order,
+// before its terms. Its own instance: the other instances keep their registers (8 more loads in flight a batch).
+template <int V, bool kExtras, bool kY2 = false>
 __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParams p) {
+  static_assert(!kY2 || V == 4, "y2: fp32 y");
   if (!p.early) chain_wait();
   static_assert(V == 4 || V == 8, "4 fp32 or 8 bf16 columns: one 16-byte load");
   constexpr int64_t kYBytes = 16 / V;
@@ -114,6 +118,20 @@ __global__ void __launch_bounds__(kVecThreads) finalize_vec_kernel(FinalizeParam
         for (int j = 0; j < B; ++j)
           if (r[j] >= 0)
             raw[j] = *reinterpret_cast<const uint4*>(y_bytes + (static_cast<int64_t>(r[j]) * p.K + c) * kYBytes);
+        if constexpr (kY2) {
+          uint4 raw2[B];
+#pragma unroll
+          for (int j = 0; j < B; ++j)
+            if (r[j] >= 0) raw2[j] = *reinterpret_cast<const uint4*>(p.y2 + static_cast<int64_t>(r[j]) * p.K + c);
+#pragma unroll
+          for (int j = 0; j < B; ++j)
+            if (r[j] >= 0) {
+              raw[j].x = __float_as_uint(__uint_as_float(raw[j].x) + __uint_as_float(raw2[j].x));
+              raw[j].y = __float_as_uint(__uint_as_float(raw[j].y) + __uint_as_float(raw2[j].y));
+              raw[j].z = __float_as_uint(__uint_as_float(raw[j].z) + __uint_as_float(raw2[j].z));
+              raw[j].w = __float_as_uint(__uint_as_float(raw[j].w) + __uint_as_float(raw2[j].w));
+            }
+        }
         // The expert's per-column weight scales and bias of these V columns, as 16-byte loads
         // where aligned (scalar loads of them made fp8-channel's finalize 1.7x the fp8-tensor one).
         float wc[kExtras ? B : 1][V], bv[kExtras ? B : 1][V];
@@ -156,13 +174,17 @@ void launch_finalize(const FinalizeParams& p, cudaStream_t stream) {
     throw Error(std::string("finalize: y_dtype ") + dtype_name(p.y_dtype) + " (expected f32 or bf16)");
   const size_t out_bytes = p.out_dtype == DType::F32 ? 4 : 2;
   const int V = p.y_dtype == DType::F32 ? 4 : 8;  // columns per 16-byte load of y
-  if (p.K % V == 0 && aligned_to(p.y, 16) && aligned_to(p.out, V * out_bytes)) {
+  if (p.y2 && p.y_dtype != DType::F32) throw Error("finalize: y2 (GEMM2 split in two) needs an f32 y");
+  if (p.K % V == 0 && aligned_to(p.y, 16) && aligned_to(p.out, V * out_bytes) && aligned_to(p.y2, 16)) {
     // Column chunks only while the tokens alone give fewer than ~1024 blocks.
     const int64_t vecs = p.K / V, steps = (vecs + kVecThreads - 1) / kVecThreads;
     const int64_t split = std::max<int64_t>(1, std::min<int64_t>(steps, 1024 / std::max<int64_t>(p.M, 1)));
     const dim3 grid(static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(p.M, 1), 65535)), static_cast<unsigned>(split));
     const bool extras = p.bias != nullptr || p.dq.kind == Dequant::CHANNEL;
-    if (V == 4) {
+    if (p.y2) {
+      if (extras) launch_chained(finalize_vec_kernel<4, true, true>, grid, kVecThreads, 0, stream, p);
+      else launch_chained(finalize_vec_kernel<4, false, true>, grid, kVecThreads, 0, stream, p);
+    } else if (V == 4) {
       if (extras) launch_chained(finalize_vec_kernel<4, true>, grid, kVecThreads, 0, stream, p);
       else launch_chained(finalize_vec_kernel<4, false>, grid, kVecThreads, 0, stream, p);
     } else {

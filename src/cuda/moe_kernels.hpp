@@ -167,6 +167,9 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
 struct FinalizeParams {
   const void* y = nullptr;  // GEMM2 output [rows, K] of y_dtype, unscaled
   DType y_dtype = DType::F32;  // F32 or BF16 (sm90_bf16_d_applies)
+  // GEMM2's k range split in two (w4_mma_split_pays): the second half's fp32 sums [rows, K], added to y's once (y
+  // first) before the slot's terms. F32 y only; nullptr: none.
+  const float* y2 = nullptr;
   int64_t M = 0, K = 0, topk = 1;
   const int32_t* slot_row = nullptr;
   const int32_t* row_expert = nullptr;

@@ -56,6 +56,7 @@ struct Params {
   int groups;
   const int32_t* offsets;
   bool uint4b8, swizzled;
+  float* d2 = nullptr;  // kSplit: the sums of the second half of k (blockIdx.z = 1), [rows, n] as d
 };
 
 // The fused instances' second kernel argument (kAct: the activation stage's parameters); the other instances take an
@@ -168,11 +169,19 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // instead of h - the same bytes as GEMM1 + launch_activation, one kernel and the h round trip less. Its own instances:
 // the row mapping in the shared code cost the other instances 1-10% on 2026-11-22
 // (bench/results/2026-11-22-h100-w4-fused-activation-rejected).
-template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false>
+// kSplit (w4_mma_split_pays: NVFP4 on one-token grids of few warps, gpt-oss-120b's GEMM2): blockIdx.z = 0 / 1 takes the
+// first / second half of the 256-k stages and stores its fp32 sums into p.d / p.d2; the finalize adds the two
+// (FinalizeParams::y2). With under a quarter of the resident warps each warp's chain of stages bounds the GEMM; half
+// the chain per warp took gpt-oss-120b W4A4's GEMM2 stage from 17.3 to 14.1 us at one token (H200,
+// bench/results/2026-11-28-h200-w4-split) - not half: the chain is not all of it. MXFP4 there (its tail instance, k =
+// 2880) measured 1.00-1.04x slower split and keeps one k range.
+template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
+          bool kSplit = false>
 __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
+  static_assert(!kSplit || (NT == 1 && !kTail && !kAct && !kFullK), "the split instances: plain 8-token tiles");
   static_assert(!kAct || (F != kInt4 && NT == 1 && kLean), "the fused activation: e2m1 lean 8-token tiles");
   extern __shared__ __align__(16) uint8_t smem[];
   const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
@@ -206,6 +215,13 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
   bool half_last = false;  // kTail: the last stage (stage `stages`) has one sub-chunk inside k
   if constexpr (kTail) half_last = k % (kSubs * 128) != 0 && k % (kSubs * 128) <= 128;  // half_last_stage(k)
   const int stages = all_stages - (half_last ? 1 : 0);  // run by the stage loop
+  // This block's stages [c_begin, c_end) (kSplit: its half).
+  int c_begin = 0, c_end = stages;
+  if constexpr (kSplit) {
+    const int mid = (stages + 1) / 2;
+    if (blockIdx.z == 0) c_end = mid;
+    else c_begin = mid;
+  }
   uint8_t* wsm = smem + kTableBytes + warp * kStages * kWarpStageBytes;
 
   // Weight copies of this lane: rows n0 + lane / kCols + kRowsPerCopy * i (i < kCopies), 16 bytes
@@ -402,14 +418,14 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
 
     Raw sring[kStages];
 #pragma unroll
-    for (int d = 0; d < kStages - 1; ++d) issue_stage(d, d, sring[d]);
+    for (int d = 0; d < kStages - 1; ++d) issue_stage(c_begin + d, d, sring[d]);
     uint4 xa[NT][4], xb[NT][4];
-    load_x(0, xa);
-    for (int c0 = 0; c0 < stages; c0 += kStages) {
+    load_x(c_begin * kSubs, xa);
+    for (int c0 = c_begin; c0 < c_end; c0 += kStages) {
 #pragma unroll
       for (int u = 0; u < kStages; ++u) {
-        const int c = c0 + u;  // c % kStages == u
-        if (c >= stages) break;
+        const int c = c0 + u;  // (c - c_begin) % kStages == u
+        if (c >= c_end) break;
         issue_stage(c + kStages - 1, (u + kStages - 1) % kStages, sring[(u + kStages - 1) % kStages]);
         cp_async_wait<kStages - 1>();  // stage c has landed (this lane's copies)
         __syncwarp();                  // ... and every lane's
@@ -462,7 +478,8 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
         for (int q = 0; q < 4; ++q) {
           const int col = n0 + g + (q >= 2 ? 8 : 0);
           const int tok = tok0 + j * 8 + 2 * t + (q & 1);
-          if (tok < rows) p.d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
+          float* const d = kSplit && blockIdx.z != 0 ? p.d2 : p.d;
+          if (tok < rows) d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
         }
     }
   }
@@ -527,11 +544,12 @@ bool full_k_on() {
   return on;
 }
 // One instance: its shared-memory opt-in (once per device) and the chained launch.
-template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false>
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false>
 void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act = {}) {
-  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct>>(kSmemBytes);
-  launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct>, grid, dim3(kWarps * 32), kSmemBytes, stream, p,
-                 act);
+  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit>>(kSmemBytes);
+  if constexpr (kSplit) grid.z = 2;
+  launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit>, grid, dim3(kWarps * 32), kSmemBytes,
+                 stream, p, act);
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
@@ -568,6 +586,10 @@ template <int F>
 void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
   if constexpr (F != kInt4) {
     if (w4_mma_lean(F == kMx ? Format::MXFP4 : Format::NVFP4)) {  // operand stored pre-paired (cuda_backend.cpp w4_korder)
+      if (p.d2 != nullptr) {  // k split in two (w4_mma_split_pays: NVFP4, nt == 1): the plain 8-token tile
+        if constexpr (F == kNv) return launch_instance<F, 1, false, false, true, false, false, true>(p, grid, stream);
+        else throw Error("w4 mma GEMM: the k split is NVFP4's");
+      }
       if constexpr (F == kMx) {
         if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true, true>(p, grid, stream);
       }
@@ -671,10 +693,32 @@ bool w4_shape_ok(const W4Weights& w, const char** why) {
   return true;
 }
 
+// FUSEDMOE_W4_SPLIT=0: w4_mma_split_pays always false (the finalize then reads one y).
+bool split_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_SPLIT");
+  return on;
+}
+// Resident warps per SM of the lean 8-token instances (6 blocks of kWarps at 80 registers).
+constexpr int64_t kSplitResidentWarpsPerSm = 6 * kWarps;
+constexpr int64_t kSplitMinK = 1024;  // 4 stages of 256: 2 per half
+
+bool w4_mma_split_pays(const W4Weights& w, int groups, int64_t max_rows, int sm_count) {
+  // NVFP4 only: MXFP4 (gpt-oss-120b's k = 2880, the tail instance) measured 1.00-1.04x slower split.
+  if (!split_on() || w.format != Format::NVFP4 || !w4_mma_lean(w.format)) return false;
+  if (max_rows <= 0 || groups <= 0 || sm_count <= 0 || tokens_per_pass(max_rows, groups) != 8 || w.k < kSplitMinK)
+    return false;
+  const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
+  const int64_t blocks = (w.n + per_block - 1) / per_block * std::min<int64_t>(max_rows, groups);
+  return 2 * blocks * kWarps <= kSplitResidentWarpsPerSm * sm_count;  // both halves in one wave
+}
+
 void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* offsets,
-                         int64_t max_rows, cudaStream_t stream) {
+                         int64_t max_rows, cudaStream_t stream, float* d2, int sm_count) {
   if (max_rows <= 0 || groups <= 0) return;
-  const Params p = make_params(w, a, d, groups, offsets);
+  if (d2 != nullptr && !w4_mma_split_pays(w, groups, max_rows, sm_count))
+    throw Error("w4 mma GEMM: d2 (k split in two) given for a call w4_mma_split_pays() refuses");
+  Params p = make_params(w, a, d, groups, offsets);
+  p.d2 = d2;
   const int64_t active = std::min<int64_t>(max_rows, groups);
   // Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
   // the expert's weights once); rows beyond are taken in further passes.

@@ -49,8 +49,14 @@ struct W4Weights {
 // The mma path's GEMM: D[rows of g] = A[rows of g] x decode(W[g])^T, fp32 D.
 // a: [rows, k] fp16 (W4A8, in this kernel's k order: KOrder::W4_MMA, w4_kperm.cuh) or bf16
 // (MXFP4 / NVFP4, as is) operand.
+// d2 (w4_mma_split_pays, sm_count its argument): the k range split in two halves, their fp32 sums into d and d2 (the
+// caller adds them: FinalizeParams::y2); a call the function refuses throws.
 void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
-                         int64_t max_rows, cudaStream_t stream);
+                         int64_t max_rows, cudaStream_t stream, float* d2 = nullptr, int sm_count = 0);
+// Whether w4_mma_grouped_gemm splits k in two for this call: NVFP4 on the lean decode, 8-token passes, k >= 1024, and
+// both halves' warps resident at once on sm_count SMs (one-token grids: gpt-oss-120b's GEMM2 at 720 warps for 132
+// SMs). FUSEDMOE_W4_SPLIT=0: never.
+bool w4_mma_split_pays(const W4Weights& w, int groups, int64_t max_rows, int sm_count);
 
 // Decodes the MXFP4 / NVFP4 weights of experts [e0, e0 + count) that have rows into out
 // [count, n, k] (bf16); experts without rows are skipped.

@@ -754,10 +754,11 @@ TEST_P(FinalizePaths, VectorEqualsGeneral) {
   DeviceBuffer tw_d = upload_vec(tw), bias_d = upload_vec(bias), a_row_d = upload_vec(a_row), w_e_d = upload_vec(w_e),
                w_ec_d = upload_vec(w_ec), a_exp_d = upload_vec(a_exp), a_t_d = upload_vec(a_t);
   DeviceBuffer out_vec(sh.M * sh.K * 2), out_gen(sh.M * sh.K * 2), out_vec16(sh.M * sh.K * 2);
-  auto run = [&](const void* yp, DType y_dtype, DeviceBuffer& out, bool early = false) {
+  auto run = [&](const void* yp, DType y_dtype, DeviceBuffer& out, bool early = false, const void* y2 = nullptr) {
     cuda::FinalizeParams fp;
     fp.early = early;  // the slots read before the wait (what the 4-bit layers' finalize does)
     fp.y = yp;
+    fp.y2 = static_cast<const float*>(y2);
     fp.y_dtype = y_dtype;
     fp.M = sh.M;
     fp.K = sh.K;
@@ -790,6 +791,19 @@ TEST_P(FinalizePaths, VectorEqualsGeneral) {
     FMOE_CUDA(cudaDeviceSynchronize());
     expect_same_bytes(out_vec, out_gen.get(), sh.M * sh.K * 2, "output");
     expect_same_bytes(out_vec, out_early.get(), sh.M * sh.K * 2, "output (slots read before the wait)");
+    // GEMM2's k split in two (FinalizeParams::y2, the 4-bit mma kernel at one token): y + y2 added once in fp32. The
+    // vector (y2 instance) and the general kernel on the two halves against the vector kernel on their sum (host fp32).
+    const auto y_b = mixed_values(slots * sh.K, rng);
+    std::vector<float> ysum(y.size());
+    for (size_t i = 0; i < y.size(); ++i) ysum[i] = y[i] + y_b[i];
+    Shifted ysum_d = upload_shifted(ysum.data(), ysum.size() * 4, 0), yb_d = upload_shifted(y_b.data(), y_b.size() * 4, 0);
+    DeviceBuffer out_sum(sh.M * sh.K * 2), out_split(sh.M * sh.K * 2), out_split_gen(sh.M * sh.K * 2);
+    run(ysum_d.ptr, DType::F32, out_sum);
+    run(y_aligned.ptr, DType::F32, out_split, true, yb_d.ptr);
+    run(y_shifted.ptr, DType::F32, out_split_gen, false, yb_d.ptr);
+    FMOE_CUDA(cudaDeviceSynchronize());
+    expect_same_bytes(out_sum, out_split.get(), sh.M * sh.K * 2, "output (y + y2, vector)");
+    expect_same_bytes(out_sum, out_split_gen.get(), sh.M * sh.K * 2, "output (y + y2, general)");
     return;
   }
   run(y16_aligned.ptr, DType::BF16, out_vec16);

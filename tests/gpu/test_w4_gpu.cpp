@@ -6,6 +6,7 @@
 // plus a graph-captured replay that must write the same bytes.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 
 #include "cuda/w4_gemm.hpp"
@@ -85,6 +86,20 @@ TEST_P(W4Gpu, DecodeSizesMatchOracle) {
   if (w.format != Format::W4A8_INT4) {
     const Case part = make_w4_case(w, 37, 288, 96, 8, 2, 11 + 1000 * GetParam());
     check_against_oracle(part, make_layer(part), make_inputs(part, part.E));
+  }
+  // NVFP4's GEMM2 with k split in two (w4_mma_split_pays: few warps - 2 tokens x top-2, hidden 256 - and k = N >= 1024):
+  // the second half's sums in h's buffer, added by the finalize; N = 1152 (a last stage of one 128-k sub-chunk, in the
+  // second half) and 1024. The other formats keep one k range (the same shapes, as more long-k GEMM2 cases).
+  for (int64_t N : {1152, 1024}) {
+    const Case split = make_w4_case(w, 2, 256, N, 8, 2, 17 + N + 1000 * GetParam());
+    cuda::W4Weights w2;
+    w2.format = w.format;
+    w2.n = split.K;
+    w2.k = N;
+    const char* off = std::getenv("FUSEDMOE_W4_SPLIT");
+    const bool expect = w.format == Format::NVFP4 && !(off && std::string(off) == "0") && cuda::w4_mma_lean(w.format);
+    EXPECT_EQ(cuda::w4_mma_split_pays(w2, 8, split.M * split.topk, device_sm_count()), expect) << "N " << N;
+    check_against_oracle(split, make_layer(split), make_inputs(split, split.E));
   }
   // Many experts (64 tokens x top-8 over 300: ~245 of them hit, 1-2 rows each): the mma kernel's blocks look their
   // expert and its rows up 128 experts per step (active_expert_rows), so most find it in a second or third step.
