@@ -87,7 +87,7 @@ __global__ void activation_block_kernel(ActivationParams p) {
 
 // The 8 activation outputs [n, n + 8) of row r (expert e), rounded to the activation dtype, from
 // 16-byte loads of the row's GEMM1 output; ds is the row's dequant factor (TENSOR, GENERIC; the
-// CHANNEL factor is per column). Same operations and order as act_value / h_value.
+// CHANNEL factor is per column). Same operations and order as act_value.
 __device__ __forceinline__ void act8(const ActivationParams& p, int64_t r, int64_t e, float ds, int64_t n,
                                      float (&a)[8]) {
   auto fix = [&](float v, int64_t col) { return fix_h(p, v, ds, r, e, col); };
@@ -390,19 +390,6 @@ __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(Activ
   }, p.early);
 }
 
-// Activation output n of row r (expert e) with the row's dequant factor ds: act8's operations for one column.
-__device__ __forceinline__ float act1(const ActivationParams& p, int64_t r, int64_t e, float ds, int64_t n) {
-  const float* h = p.h + r * p.R;
-  if (p.act == Activation::RELU2) {
-    const float v = fix_h(p, __ldg(h + n), ds, r, e, n);
-    const float c = v > 0.0f ? v : 0.0f;
-    return round_to(p.act_dtype, c * c);
-  }
-  int64_t gi, ui;
-  gate_up_columns(p, n, gi, ui);
-  return round_to(p.act_dtype, gated(p, fix_h(p, __ldg(h + gi), ds, r, e, gi), fix_h(p, __ldg(h + ui), ds, r, e, ui)));
-}
-
 // NVFP4 (W4A4) for few rows: each 16-wide block on 16 lanes, one output per lane (its amax by shuffles within the
 // half-warp), blockIdx.y the row's chunk of kVecThreads / 16 blocks. activation_nvfp4_vec_kernel gives a block to one
 // thread, which walks its 16 outputs in a rolled loop: at one token that is a few hundred threads in all, each a long
@@ -415,7 +402,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_lanes_kernel(Act
   const int64_t n = b * 16 + (threadIdx.x & 15);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     const bool in = b < blocks;  // lanes past the row take part in the shuffles with zeros
-    float v = in ? act1(p, r, e, ds, n) : 0.0f;
+    float v = in ? act_value(p, r, e, ds, n) : 0.0f;
     float m = abs_for_amax(v);
 #pragma unroll
     for (int o = 8; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));

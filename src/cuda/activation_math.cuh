@@ -87,25 +87,26 @@ __device__ __forceinline__ void gate_up_columns(const ActivationParams& p, int64
   }
 }
 
-// GEMM1 output element `col` of row r, dequantised, with bias.
-__device__ __forceinline__ float h_value(const ActivationParams& p, int64_t r, int64_t e, int64_t col) {
-  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
-  return fix_h(p, p.h[r * p.R + col], row_factor(p, r, e, a_tensor), r, e, col);
-}
-
-// Activation output n of row r, rounded to the activation dtype.
-__device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r, int64_t e, int64_t n) {
+// Activation output n of row r (expert e), rounded to the activation dtype, with the row's dequant factor ds
+// (row_factor; the CHANNEL factor is per column, in fix_h).
+__device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r, int64_t e, float ds, int64_t n) {
+  const float* h = p.h + r * p.R;  // the row's GEMM1 output
   float a;
   if (p.act == Activation::RELU2) {
-    const float h = h_value(p, r, e, n);
-    const float c = h > 0.0f ? h : 0.0f;
+    const float v = fix_h(p, h[n], ds, r, e, n);
+    const float c = v > 0.0f ? v : 0.0f;
     a = c * c;
   } else {
     int64_t gi, ui;
     gate_up_columns(p, n, gi, ui);
-    a = gated(p, h_value(p, r, e, gi), h_value(p, r, e, ui));
+    a = gated(p, fix_h(p, h[gi], ds, r, e, gi), fix_h(p, h[ui], ds, r, e, ui));
   }
   return round_to(p.act_dtype, a);
+}
+// The same with the row's factor derived here.
+__device__ __forceinline__ float act_value(const ActivationParams& p, int64_t r, int64_t e, int64_t n) {
+  const float a_tensor = p.dq.kind == Dequant::TENSOR ? tensor_scale_value(p.dq.a_tensor) : 1.0f;
+  return act_value(p, r, e, row_factor(p, r, e, a_tensor), n);
 }
 
 }  // namespace fusedmoe::cuda
