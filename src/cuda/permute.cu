@@ -407,7 +407,9 @@ __device__ void gather_row_vec_rows(const GatherParams& p, const Rows& src) {
   }
 }
 
-__global__ void __launch_bounds__(kVecThreads) gather_row_vec_kernel(GatherParams p) {
+// kThreads: kVecThreads, or kRowWideThreads for few rows (row_vec_threads).
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) gather_row_vec_kernel(GatherParams p) {
   chain_wait();
   gather_row_vec_rows(p, GlobalRows{p.row_slot, p.rows});
 }
@@ -813,7 +815,8 @@ __global__ void __launch_bounds__(kVecThreads) plan_gather_vec_kernel(SmallPlanA
   gather_vec_rows(p, small_plan(a, sh));
 }
 
-__global__ void __launch_bounds__(kVecThreads) plan_gather_row_vec_kernel(SmallPlanArgs a, GatherParams p) {
+template <int kThreads>
+__global__ void __launch_bounds__(kThreads) plan_gather_row_vec_kernel(SmallPlanArgs a, GatherParams p) {
   chain_wait();
   __shared__ SmallPlanShared sh;
   gather_row_vec_rows(p, small_plan(a, sh));
@@ -834,6 +837,21 @@ bool nvfp4_vec_gather_applies(const GatherParams& p) {
 
 // Which of the vector gathers serves p.
 enum class VecGather { NONE, VEC, ROW };  // VEC: gather_vec_kernel, ROW: gather_row_vec_kernel
+
+// The ROW gathers' block size. A block per row, 8 columns per thread and step: at kVecThreads a thread of a
+// 7168-wide row (DeepSeek-V3) walks 3.5 steps twice (amax, then codes), each step's loads a dependent round trip,
+// for only as many blocks as rows - at decode sizes (few rows) the stage's length. Up to kRowWideRows rows the
+// block has a thread per step (up to kRowWideThreads). FUSEDMOE_ROW_GATHER_WIDE=0: always kVecThreads.
+constexpr int kRowWideThreads = 1024;
+constexpr int64_t kRowWideRows = 256;
+bool row_gather_wide(int64_t rows) {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_ROW_GATHER_WIDE");
+  return on && rows <= kRowWideRows;
+}
+unsigned row_wide_threads(int64_t cols) {
+  const int64_t warps = (cols / 8 + 31) / 32;
+  return static_cast<unsigned>(32 * std::min<int64_t>(std::max<int64_t>(warps, 1), kRowWideThreads / 32));
+}
 VecGather vec_gather_kind(const GatherParams& p) {
   if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) &&
       aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16))
@@ -947,7 +965,10 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
     return;
   }
   if (vec_gather_kind(p) == VecGather::ROW) {
-    launch_chained(gather_row_vec_kernel, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
+    if (row_gather_wide(max_rows))
+      launch_chained(gather_row_vec_kernel<kRowWideThreads>, row_grid(max_rows), row_wide_threads(p.K), 0, stream, p);
+    else
+      launch_chained(gather_row_vec_kernel<kVecThreads>, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
     return;
   }
   if (nvfp4_vec_gather_applies(p)) {
@@ -988,7 +1009,11 @@ void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, 
   if (nvfp4_vec_gather_applies(p))
     launch_chained(plan_gather_nvfp4_vec_kernel, row_grid(slots), row_threads8(p.K / 2), 0, stream, a, p);
   else if (vec_gather_kind(p) == VecGather::ROW)
-    launch_chained(plan_gather_row_vec_kernel, row_grid(slots), row_threads8(p.K), 0, stream, a, p);
+    if (row_gather_wide(slots))
+      launch_chained(plan_gather_row_vec_kernel<kRowWideThreads>, row_grid(slots), row_wide_threads(p.K), 0, stream, a,
+                     p);
+    else
+      launch_chained(plan_gather_row_vec_kernel<kVecThreads>, row_grid(slots), row_threads8(p.K), 0, stream, a, p);
   else
     launch_chained(plan_gather_vec_kernel, vec_grid(slots * (p.K / 8)), kVecThreads, 0, stream, a, p);
 }
