@@ -828,6 +828,40 @@ __global__ void __launch_bounds__(kVecThreads) plan_gather_nvfp4_vec_kernel(Smal
   gather_nvfp4_vec_rows(p, small_plan(a, sh));
 }
 
+// NVFP4 (W4A4) for few rows, the plan in the same kernel: each 16-wide block on 16 lanes, one column per lane (the
+// block's amax by shuffles within the half-warp), blockIdx.y the row's chunk of 64 blocks on 1024 threads (every block
+// of the grid computes the plan, as plan_gather_vec_kernel). plan_gather_nvfp4_vec_kernel gives a 16-wide block to a
+// thread (K / 16 of them per row on at most 256 threads: DeepSeek-V3's 7168 columns are 1.75 steps of 16 values each),
+// and at one token there are only as many blocks as slots. The same operations per value and the same block max
+// (abs_for_amax maps NaN to 0, fmaxf is exact and order-free), so the same values as the vector kernel.
+constexpr int kNvfp4GatherLanesThreads = 1024;
+__global__ void __launch_bounds__(kNvfp4GatherLanesThreads) plan_gather_nvfp4_lanes_kernel(SmallPlanArgs a, GatherParams p) {
+  chain_wait();
+  __shared__ SmallPlanShared sh;
+  const SharedRows rows = small_plan(a, sh);
+  const int64_t blocks = p.K / 16, b = static_cast<int64_t>(blockIdx.y) * (blockDim.x / 16) + threadIdx.x / 16;
+  const int64_t n = b * 16 + (threadIdx.x & 15);
+  const bool in = b < blocks;  // lanes past the row take part in the shuffles with zeros
+  for (int64_t r = blockIdx.x; r < rows.count(); r += gridDim.x) {
+    const int64_t i = rows.slot(r), t = i / p.topk;
+    const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
+    float v = in ? gemm1_value(p, t, w, n) : 0.0f;
+    float m = abs_for_amax(v);
+#pragma unroll
+    for (int o = 8; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+    const float gs = 1.0f / p.nvfp4_input_scale[rows.expert(r)];
+    const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
+    v = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v * gs, sf))) * sf;
+    if (in) store_operand(p.out, p.op, r * p.K + n, v, p.korder);
+  }
+}
+// Slots up to which the fused plan + gather of W4A4 takes the lanes kernel (FUSEDMOE_NVFP4_GATHER_LANES=0: never).
+constexpr int64_t kNvfp4GatherLanesMaxSlots = 64;
+bool nvfp4_gather_lanes(int64_t slots) {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_NVFP4_GATHER_LANES");
+  return on && slots <= kNvfp4GatherLanesMaxSlots;
+}
+
 // NVFP4 activations (W4A4) by the vector kernel (gather_nvfp4_vec_kernel): 16-wide blocks of a
 // 16-bit operand.
 bool nvfp4_vec_gather_applies(const GatherParams& p) {
@@ -1006,8 +1040,14 @@ void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, 
     throw Error("plan + gather in one kernel: the call is not one plan_gather_fused_applies() accepts (slots " +
                 std::to_string(slots) + ", K " + std::to_string(p.K) + ")");
   const SmallPlanArgs a{ids, emap, static_cast<int>(slots), E, num_global, plan};
-  if (nvfp4_vec_gather_applies(p))
+  if (nvfp4_vec_gather_applies(p) && nvfp4_gather_lanes(slots)) {
+    const int64_t per_cta = kNvfp4GatherLanesThreads / 16;
+    const unsigned y = static_cast<unsigned>((p.K / 16 + per_cta - 1) / per_cta);
+    launch_chained(plan_gather_nvfp4_lanes_kernel, dim3(row_grid(slots), y), dim3(kNvfp4GatherLanesThreads), 0, stream,
+                   a, p);
+  } else if (nvfp4_vec_gather_applies(p)) {
     launch_chained(plan_gather_nvfp4_vec_kernel, row_grid(slots), row_threads8(p.K / 2), 0, stream, a, p);
+  }
   else if (vec_gather_kind(p) == VecGather::ROW)
     if (row_gather_wide(slots))
       launch_chained(plan_gather_row_vec_kernel<kRowWideThreads>, row_grid(slots), row_wide_threads(p.K), 0, stream, a,
