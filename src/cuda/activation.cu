@@ -378,6 +378,38 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(Act
   }, p.early);
 }
 
+// ROW for few rows: one output per thread, a row on a cluster of gridDim.y blocks of up to 1024 threads (its amax by
+// block reductions and the cluster's distributed shared memory, as activation_row_cluster_kernel). The vector kernels
+// give 8 outputs to a thread - 8 gated activations, then 8 divisions - with only a few warps per row at decode sizes.
+// The same value per output (act_value is act8's per value), the same max and scale, the same codes.
+__global__ void __launch_bounds__(1024) activation_row_lanes_kernel(ActivationParams p) {
+  if (!p.early) chain_wait();  // else in for_each_row (ActivationParams::early)
+  namespace cg = cooperative_groups;
+  __shared__ float part_amax;
+  cg::cluster_group cluster = cg::this_cluster();
+  const int64_t n = static_cast<int64_t>(blockIdx.y) * blockDim.x + threadIdx.x;
+  const bool in = n < p.N;
+  for_each_row(p, [&](int64_t r, int64_t e, float ds) {  // the same rows for every block of a cluster
+    const float v = in ? act_value(p, r, e, ds, n) : 0.0f;
+    const float m = block_max(abs_for_amax(v));
+    if (threadIdx.x == 0) part_amax = m;
+    cluster.sync();  // every block's part_amax written and visible
+    float row_max = 0.0f;
+    for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank)
+      row_max = fmaxf(row_max, *cluster.map_shared_rank(&part_amax, rank));
+    const float s = scale_from_amax(row_max);
+    if (cluster.block_rank() == 0 && threadIdx.x == 0) p.row_scale[r] = s;
+    if (in) store_row_code(p.out, p.op, r * p.N + n, quant_row(v, s), p.korder);
+    cluster.sync();  // no block rewrites part_amax (next row) or exits while others read it
+  }, p.early);
+}
+// Rows up to which ROW takes the lanes kernel (FUSEDMOE_ROW_LANES=0: never), and its widest row (8 blocks of 1024).
+constexpr int64_t kRowLanesMaxRows = 64;
+bool row_lanes_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_ROW_LANES");
+  return on;
+}
+
 // NVFP4 (W4A4), N a multiple of 16, 16-bit operand: one block per row (grid-stride over the rows
 // that exist), one 16-wide block per thread and step (act8 twice; loops rolled, see
 // nvfp4_block_values). Values as activation_kernel's NVFP4 case.
@@ -607,6 +639,12 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   }
   if (p.quant == Fp8Quant::ROW && p.N % 8 == 0 && p.N * 4 <= kRowStageMaxBytes && rows_fit && aligned_to(p.h, 16) &&
       aligned_to(p.out, p.op == Operand::FP8 ? 8 : 16)) {
+    if (max_rows <= kRowLanesMaxRows && p.N <= kRowClusterMax * 1024 && row_lanes_on()) {
+      const int64_t y = (p.N + 1023) / 1024, threads = ((p.N + y - 1) / y + 31) / 32 * 32;
+      launch_chained_clusters(activation_row_lanes_kernel, dim3(row_grid(max_rows), static_cast<unsigned>(y)),
+                              static_cast<unsigned>(threads), 0, stream, dim3(1, static_cast<unsigned>(y), 1), p);
+      return;
+    }
     // Few rows of more than one pass of the block: a cluster of blocks per row, each one pass.
     const int64_t lanes = p.N / 8;
     const int64_t y = std::min<int64_t>(kRowClusterMax, (lanes + kVecThreads - 1) / kVecThreads);

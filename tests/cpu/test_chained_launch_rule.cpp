@@ -90,6 +90,7 @@ const char* const kEarlyStart[] = {
     "activation_row_cluster_kernel",  // the same
     "activation_nvfp4_vec_kernel",    // the same
     "activation_nvfp4_lanes_kernel",  // the same
+    "activation_row_lanes_kernel",    // the same
 };
 
 bool early_start(const std::string& name) {

@@ -575,6 +575,28 @@ INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowPaths,
                                                 std::get<2>(info.param));
                          });
 
+// ROW at decode sizes (8 tokens x top-3 = 24 rows): the lanes kernel (one output per thread, a row on a cluster of
+// 1 / 3 / 7 blocks), fp8 codes, and bf16-held codes in the 4-bit mma kernel's k order (widths multiples of 64, as
+// expect_korder_of needs).
+class ActivationRowLanes : public ::testing::TestWithParam<std::tuple<int, bool, int64_t>> {};
+
+TEST_P(ActivationRowLanes, VectorEqualsGeneral) {
+  FMOE_REQUIRE_GPU();
+  const auto [ci, channel, N] = GetParam();
+  activation_paths(kActCases[ci], channel ? cuda::Dequant::CHANNEL : cuda::Dequant::GENERIC, N, cuda::Fp8Quant::ROW,
+                   channel ? cuda::Operand::FP8 : cuda::Operand::BF16, DType::BF16, 8,
+                   channel ? cuda::KOrder::NATURAL : cuda::KOrder::W4_MMA);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, ActivationRowLanes,
+                         ::testing::Combine(::testing::Range(0, static_cast<int>(std::size(kActCases))), ::testing::Bool(),
+                                            ::testing::Values(int64_t{448}, int64_t{2880}, int64_t{7168})),
+                         [](const auto& info) {
+                           return act_case_name(std::get<0>(info.param),
+                                                std::get<1>(info.param) ? "_channel_fp8" : "_generic_bf16_w4mma",
+                                                std::get<2>(info.param));
+                         });
+
 // Dynamic per-tensor fp8 (TENSOR_DYNAMIC: vLLM's online fp8): the staged vector kernel and the
 // general one give the same amax (compared as the first scale bytes) and codes, for every
 // activation layout, no / per-channel dequant, bf16 and fp32 activation dtypes.
