@@ -403,7 +403,8 @@ __global__ void __launch_bounds__(1024) activation_row_lanes_kernel(ActivationPa
     cluster.sync();  // no block rewrites part_amax (next row) or exits while others read it
   }, p.early);
 }
-// Rows up to which ROW takes the lanes kernel (FUSEDMOE_ROW_LANES=0: never), and its widest row (8 blocks of 1024).
+// Rows up to which ROW takes the lanes kernel (FUSEDMOE_ROW_LANES=0: never; rows up to kRowClusterMax x 1024 wide; up
+// to 512 rows it measured no clear gain: bench/results/2026-11-28-h200-row-lanes r3).
 constexpr int64_t kRowLanesMaxRows = 64;
 bool row_lanes_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_ROW_LANES");

@@ -407,7 +407,7 @@ __device__ void gather_row_vec_rows(const GatherParams& p, const Rows& src) {
   }
 }
 
-// kThreads: kVecThreads, or kRowWideThreads for few rows (row_vec_threads).
+// kThreads: kVecThreads, or kRowWideThreads at few rows (row_gather_wide below).
 template <int kThreads>
 __global__ void __launch_bounds__(kThreads) gather_row_vec_kernel(GatherParams p) {
   chain_wait();
@@ -1047,15 +1047,15 @@ void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, 
                    a, p);
   } else if (nvfp4_vec_gather_applies(p)) {
     launch_chained(plan_gather_nvfp4_vec_kernel, row_grid(slots), row_threads8(p.K / 2), 0, stream, a, p);
-  }
-  else if (vec_gather_kind(p) == VecGather::ROW)
+  } else if (vec_gather_kind(p) == VecGather::ROW) {
     if (row_gather_wide(slots))
       launch_chained(plan_gather_row_vec_kernel<kRowWideThreads>, row_grid(slots), row_wide_threads(p.K), 0, stream, a,
                      p);
     else
       launch_chained(plan_gather_row_vec_kernel<kVecThreads>, row_grid(slots), row_threads8(p.K), 0, stream, a, p);
-  else
+  } else {
     launch_chained(plan_gather_vec_kernel, vec_grid(slots * (p.K / 8)), kVecThreads, 0, stream, a, p);
+  }
 }
 
 }  // namespace fusedmoe::cuda
