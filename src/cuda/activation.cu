@@ -344,6 +344,21 @@ constexpr int kRowStageMaxBytes = 96 * 1024;
 // barrier every block reads the others' (distributed shared memory): the max of the same values,
 // so the row scale and the codes are those of activation_row_vec_kernel.
 constexpr int kRowClusterMax = 8;  // the portable cluster size
+// The row scale from each block's amax m (the block's part, every thread passing it): block reduction, then the
+// cluster's parts through distributed shared memory; block 0's thread 0 stores it as row r's scale. The caller
+// cluster-syncs again before part_amax is rewritten (next row) or the block exits.
+__device__ __forceinline__ float cluster_row_scale(cooperative_groups::cluster_group& cluster, float& part_amax,
+                                                   float m, float* row_scale, int64_t r) {
+  m = block_max(m);
+  if (threadIdx.x == 0) part_amax = m;
+  cluster.sync();  // every block's part_amax written and visible
+  float row_max = 0.0f;
+  for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank)
+    row_max = fmaxf(row_max, *cluster.map_shared_rank(&part_amax, rank));
+  const float s = scale_from_amax(row_max);
+  if (cluster.block_rank() == 0 && threadIdx.x == 0) row_scale[r] = s;
+  return s;
+}
 __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(ActivationParams p) {
   if (!p.early) chain_wait();  // else in for_each_row (ActivationParams::early)
   namespace cg = cooperative_groups;
@@ -361,14 +376,7 @@ __global__ void __launch_bounds__(kVecThreads) activation_row_cluster_kernel(Act
       staged[2 * (l - l_begin)] = make_float4(a[0], a[1], a[2], a[3]);
       staged[2 * (l - l_begin) + 1] = make_float4(a[4], a[5], a[6], a[7]);
     }
-    m = block_max(m);
-    if (threadIdx.x == 0) part_amax = m;
-    cluster.sync();  // every block's part_amax written and visible
-    float row_max = 0.0f;
-    for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank)
-      row_max = fmaxf(row_max, *cluster.map_shared_rank(&part_amax, rank));
-    const float s = scale_from_amax(row_max);
-    if (cluster.block_rank() == 0 && threadIdx.x == 0) p.row_scale[r] = s;
+    const float s = cluster_row_scale(cluster, part_amax, m, p.row_scale, r);
     for (int l = l_begin + threadIdx.x; l < l_end; l += blockDim.x) {
       const float4 lo = staged[2 * (l - l_begin)], hi = staged[2 * (l - l_begin) + 1];
       const float a[8] = {lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w};
@@ -391,14 +399,7 @@ __global__ void __launch_bounds__(1024) activation_row_lanes_kernel(ActivationPa
   const bool in = n < p.N;
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {  // the same rows for every block of a cluster
     const float v = in ? act_value(p, r, e, ds, n) : 0.0f;
-    const float m = block_max(abs_for_amax(v));
-    if (threadIdx.x == 0) part_amax = m;
-    cluster.sync();  // every block's part_amax written and visible
-    float row_max = 0.0f;
-    for (unsigned rank = 0; rank < cluster.num_blocks(); ++rank)
-      row_max = fmaxf(row_max, *cluster.map_shared_rank(&part_amax, rank));
-    const float s = scale_from_amax(row_max);
-    if (cluster.block_rank() == 0 && threadIdx.x == 0) p.row_scale[r] = s;
+    const float s = cluster_row_scale(cluster, part_amax, abs_for_amax(v), p.row_scale, r);
     if (in) store_row_code(p.out, p.op, r * p.N + n, quant_row(v, s), p.korder);
     cluster.sync();  // no block rewrites part_amax (next row) or exits while others read it
   }, p.early);
@@ -427,21 +428,14 @@ __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_vec_kernel(Activ
 // half-warp), blockIdx.y the row's chunk of kVecThreads / 16 blocks. activation_nvfp4_vec_kernel gives a block to one
 // thread, which walks its 16 outputs in a rolled loop: at one token that is a few hundred threads in all, each a long
 // dependent chain of gated activations, divisions and roundings (gpt-oss-120b W4A4 one token: the activation stage
-// ~14 us). The same operations per output and the same block max (abs_for_amax maps NaN to 0, fmaxf is exact and
-// order-free), so the same codes and values.
+// ~14 us). The same operations per output and the same block max (nvfp4_lane_value), so the same codes and values.
 __global__ void __launch_bounds__(kVecThreads) activation_nvfp4_lanes_kernel(ActivationParams p) {
   if (!p.early) chain_wait();  // else in for_each_row (ActivationParams::early)
   const int64_t blocks = p.N / 16, b = static_cast<int64_t>(blockIdx.y) * (blockDim.x / 16) + threadIdx.x / 16;
   const int64_t n = b * 16 + (threadIdx.x & 15);
   for_each_row(p, [&](int64_t r, int64_t e, float ds) {
     const bool in = b < blocks;  // lanes past the row take part in the shuffles with zeros
-    float v = in ? act_value(p, r, e, ds, n) : 0.0f;
-    float m = abs_for_amax(v);
-#pragma unroll
-    for (int o = 8; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-    const float gs = 1.0f / p.nvfp4_input_scale[e];
-    const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
-    v = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v * gs, sf))) * sf;
+    const float v = nvfp4_lane_value(in ? act_value(p, r, e, ds, n) : 0.0f, 1.0f / p.nvfp4_input_scale[e]);
     if (in) store_operand(p.out, p.op, r * p.N + n, v, p.korder);
   }, p.early);
 }

@@ -262,10 +262,10 @@ inline unsigned row_grid(int64_t max_rows) {
   return static_cast<unsigned>(max_rows < 1 ? 1 : (max_rows < kMaxBlocks ? max_rows : kMaxBlocks));
 }
 // Threads of a row-walking kernel whose threads take 8 columns each: whole warps, no more than
-// the row needs (a 256-wide row is one warp, not 256 threads of which 224 idle), at most kVecThreads.
-inline unsigned row_threads8(int64_t cols) {
+// the row needs (a 256-wide row is one warp, not 256 threads of which 224 idle), at most max_threads.
+inline unsigned row_threads8(int64_t cols, int max_threads = kVecThreads) {
   const int64_t warps = (cols / 8 + 31) / 32;
-  return static_cast<unsigned>(32 * (warps < 1 ? 1 : (warps < kVecThreads / 32 ? warps : kVecThreads / 32)));
+  return static_cast<unsigned>(32 * (warps < 1 ? 1 : (warps < max_threads / 32 ? warps : max_threads / 32)));
 }
 inline bool aligned_to(const void* p, size_t a) { return reinterpret_cast<uintptr_t>(p) % a == 0; }
 
@@ -452,14 +452,28 @@ __device__ __forceinline__ float e2m1_value(uint32_t code) {
 // at one token: 20 us, half the stall cycles "no instruction"), and it was slower at every size
 // (bench/results/2026-11-22-h100-nvfp4-compact-activation). The gather keeps the unrolled form
 // (rolled, it was slower from 256 tokens on and no faster below).
+// A 16-block's e4m3 scale from its amax m, and a value's e2m1 code times that scale (the two steps of each form below).
+__device__ __forceinline__ float nvfp4_block_scale(float m, float gs) { return e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f))); }
+__device__ __forceinline__ float nvfp4_scaled_value(float v, float gs, float sf) {
+  return sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v * gs, sf))) * sf;
+}
 template <bool kCompact = false>
 __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
   float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) m = fmaxf(m, abs_for_amax(v[i]));
-  const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
+  const float sf = nvfp4_block_scale(m, gs);
 #pragma unroll(kCompact ? 1 : 16)
-  for (int i = 0; i < 16; ++i) v[i] = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v[i] * gs, sf))) * sf;
+  for (int i = 0; i < 16; ++i) v[i] = nvfp4_scaled_value(v[i], gs, sf);
+}
+// The same with a 16-block spread over 16 lanes (lanes 0..15 or 16..31 of a warp), one value each: the block's amax by
+// shuffles within the half-warp (abs_for_amax maps NaN to 0, fmaxf is exact and order-free: nvfp4_block_values' max).
+// Every lane of the warp calls it; a lane outside the row passes v = 0.
+__device__ __forceinline__ float nvfp4_lane_value(float v, float gs) {
+  float m = abs_for_amax(v);
+#pragma unroll
+  for (int o = 8; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
+  return nvfp4_scaled_value(v, gs, nvfp4_block_scale(m, gs));
 }
 
 // nvfp4 (W4A4) quantisation of one operand row by 16-wide blocks with 16-byte accesses (cols a

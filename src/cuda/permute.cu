@@ -833,7 +833,7 @@ __global__ void __launch_bounds__(kVecThreads) plan_gather_nvfp4_vec_kernel(Smal
 // of the grid computes the plan, as plan_gather_vec_kernel). plan_gather_nvfp4_vec_kernel gives a 16-wide block to a
 // thread (K / 16 of them per row on at most 256 threads: DeepSeek-V3's 7168 columns are 1.75 steps of 16 values each),
 // and at one token there are only as many blocks as slots. The same operations per value and the same block max
-// (abs_for_amax maps NaN to 0, fmaxf is exact and order-free), so the same values as the vector kernel.
+// (nvfp4_lane_value), so the same values as the vector kernel.
 constexpr int kNvfp4GatherLanesThreads = 1024;
 __global__ void __launch_bounds__(kNvfp4GatherLanesThreads) plan_gather_nvfp4_lanes_kernel(SmallPlanArgs a, GatherParams p) {
   chain_wait();
@@ -845,13 +845,8 @@ __global__ void __launch_bounds__(kNvfp4GatherLanesThreads) plan_gather_nvfp4_la
   for (int64_t r = blockIdx.x; r < rows.count(); r += gridDim.x) {
     const int64_t i = rows.slot(r), t = i / p.topk;
     const float w = p.on_input ? __ldg(p.topk_weights + i) : 1.0f;
-    float v = in ? gemm1_value(p, t, w, n) : 0.0f;
-    float m = abs_for_amax(v);
-#pragma unroll
-    for (int o = 8; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
     const float gs = 1.0f / p.nvfp4_input_scale[rows.expert(r)];
-    const float sf = e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f)));
-    v = sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v * gs, sf))) * sf;
+    const float v = nvfp4_lane_value(in ? gemm1_value(p, t, w, n) : 0.0f, gs);
     if (in) store_operand(p.out, p.op, r * p.K + n, v, p.korder);
   }
 }
@@ -881,10 +876,6 @@ constexpr int64_t kRowWideRows = 256;
 bool row_gather_wide(int64_t rows) {
   static const bool on = !env_switch_is_zero("FUSEDMOE_ROW_GATHER_WIDE");
   return on && rows <= kRowWideRows;
-}
-unsigned row_wide_threads(int64_t cols) {
-  const int64_t warps = (cols / 8 + 31) / 32;
-  return static_cast<unsigned>(32 * std::min<int64_t>(std::max<int64_t>(warps, 1), kRowWideThreads / 32));
 }
 VecGather vec_gather_kind(const GatherParams& p) {
   if (p.quant == Fp8Quant::ROW && p.K % 8 == 0 && aligned_to(p.x, 16) &&
@@ -1000,7 +991,8 @@ void launch_gather(const GatherParams& p, int64_t max_rows, cudaStream_t stream)
   }
   if (vec_gather_kind(p) == VecGather::ROW) {
     if (row_gather_wide(max_rows))
-      launch_chained(gather_row_vec_kernel<kRowWideThreads>, row_grid(max_rows), row_wide_threads(p.K), 0, stream, p);
+      launch_chained(gather_row_vec_kernel<kRowWideThreads>, row_grid(max_rows), row_threads8(p.K, kRowWideThreads), 0,
+                     stream, p);
     else
       launch_chained(gather_row_vec_kernel<kVecThreads>, row_grid(max_rows), row_threads8(p.K), 0, stream, p);
     return;
@@ -1049,8 +1041,8 @@ void launch_plan_gather(const int32_t* ids, const int32_t* emap, int64_t slots, 
     launch_chained(plan_gather_nvfp4_vec_kernel, row_grid(slots), row_threads8(p.K / 2), 0, stream, a, p);
   } else if (vec_gather_kind(p) == VecGather::ROW) {
     if (row_gather_wide(slots))
-      launch_chained(plan_gather_row_vec_kernel<kRowWideThreads>, row_grid(slots), row_wide_threads(p.K), 0, stream, a,
-                     p);
+      launch_chained(plan_gather_row_vec_kernel<kRowWideThreads>, row_grid(slots), row_threads8(p.K, kRowWideThreads),
+                     0, stream, a, p);
     else
       launch_chained(plan_gather_row_vec_kernel<kVecThreads>, row_grid(slots), row_threads8(p.K), 0, stream, a, p);
   } else {
