@@ -27,6 +27,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -176,8 +177,8 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // bench/results/2026-11-28-h200-w4-split) - not half: the chain is not all of it. MXFP4 there (its tail instance, k =
 // 2880) measured 1.00-1.04x slower split and keeps one k range.
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
-          bool kSplit = false>
-__global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
+          bool kSplit = false, int kS = kStages>
+__global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
@@ -222,7 +223,7 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
     if (blockIdx.z == 0) c_end = mid;
     else c_begin = mid;
   }
-  uint8_t* wsm = smem + kTableBytes + warp * kStages * kWarpStageBytes;
+  uint8_t* wsm = smem + kTableBytes + warp * kS * kWarpStageBytes;
 
   // Weight copies of this lane: rows n0 + lane / kCols + kRowsPerCopy * i (i < kCopies), 16 bytes
   // at column lane % kCols of a stage.
@@ -416,18 +417,18 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
       }
     };
 
-    Raw sring[kStages];
+    Raw sring[kS];
 #pragma unroll
-    for (int d = 0; d < kStages - 1; ++d) issue_stage(c_begin + d, d, sring[d]);
+    for (int d = 0; d < kS - 1; ++d) issue_stage(c_begin + d, d, sring[d]);
     uint4 xa[NT][4], xb[NT][4];
     load_x(c_begin * kSubs, xa);
-    for (int c0 = c_begin; c0 < c_end; c0 += kStages) {
+    for (int c0 = c_begin; c0 < c_end; c0 += kS) {
 #pragma unroll
-      for (int u = 0; u < kStages; ++u) {
-        const int c = c0 + u;  // (c - c_begin) % kStages == u
+      for (int u = 0; u < kS; ++u) {
+        const int c = c0 + u;  // (c - c_begin) % kS == u
         if (c >= c_end) break;
-        issue_stage(c + kStages - 1, (u + kStages - 1) % kStages, sring[(u + kStages - 1) % kStages]);
-        cp_async_wait<kStages - 1>();  // stage c has landed (this lane's copies)
+        issue_stage(c + kS - 1, (u + kS - 1) % kS, sring[(u + kS - 1) % kS]);
+        cp_async_wait<kS - 1>();  // stage c has landed (this lane's copies)
         __syncwarp();                  // ... and every lane's
         const uint8_t* buf = wsm + u * kWarpStageBytes;
 #pragma unroll 1
@@ -440,13 +441,19 @@ __global__ void __launch_bounds__(kWarps * 32, kLeanMinBlocks<F, NT, kTail, kLea
     }
     if constexpr (kTail) {
       if (half_last) {  // stage `stages` (issued by the loop's last step; its activations in xa)
-        static_assert(kStages == 2, "the last stage's buffer and scales below");
-        const int u = stages & 1;
+        const int u = kS == 2 ? stages & 1 : stages % kS;
         cp_async_wait<0>();
         __syncwarp();
         Raw r;  // selected by value (a reference to a runtime-chosen element put sring in local memory)
+        if constexpr (kS == 2) {
 #pragma unroll
-        for (int h = 0; h < 2; ++h) r.w[h] = u ? sring[1].w[h] : sring[0].w[h];
+          for (int h = 0; h < 2; ++h) r.w[h] = u ? sring[1].w[h] : sring[0].w[h];
+        } else {
+          r = sring[0];
+#pragma unroll
+          for (int i = 1; i < kS; ++i)
+            if (u == i) r = sring[i];
+        }
         body(stages, 0, r, wsm + u * kWarpStageBytes, xa, xb);
       }
     }
@@ -543,13 +550,61 @@ bool full_k_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FULLK");
   return on;
 }
-// One instance: its shared-memory opt-in (once per device) and the chained launch.
+// Grids under one wave (8-token instances; one-token layers of DeepSeek-V3 TP1, two and three tokens of
+// Qwen3-30B-A3B, two tokens of gpt-oss-120b). Launched with PDL, such a GEMM's blocks start while the kernel before
+// it still runs and are placed on the SMs that have room then - presumably unevenly (the placement itself was not
+// observed), which costs an under-one-wave GEMM the time of its fullest SM. Measured on an H200 (bench/results/2026-11-28-h200-w4-few-stages):
+// the DeepSeek-V3 TP1 one-token GEMM1 launched without PDL made the layer 0.93x as long although the GEMM alone, timed
+// apart, did not change. So:
+// - grids of at most kNoPdlWarpsPerSm warps per SM (one wave of the 8-token instances: 6 blocks of 4 warps) are
+//   launched plainly (no programmatic serialisation; chain_wait() then returns at once) - FUSEDMOE_W4_FEW_NOPDL=0 off;
+// - of those, grids of at most kFewWarpsPerSm warps per SM with k >= kFewStagesMinK stream 3 weight stages per warp
+//   instead of 2 (kS = 3: two stages in flight while one is decoded; ~120 registers, so 4 blocks = 16 warps per SM
+//   at most) - FUSEDMOE_W4_FEW_STAGES=0 off. DeepSeek-V3 TP1 one token: 0.90-0.94x with both against 0.93 without
+//   PDL alone; at shorter k (Qwen3-30B-A3B, gpt-oss-120b) 3 stages measured 0.97-1.02x and are not taken.
+// Same instructions on the same data in the same order either way: the same bits.
+constexpr int64_t kNoPdlWarpsPerSm = 24, kFewWarpsPerSm = 16, kFewStagesMinK = 4096;
+int g_forced_stages = 0;  // w4_mma_force_stages (tests): 0 = the rule above
+bool few_nopdl_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FEW_NOPDL");
+  return on;
+}
+bool few_stages_on() {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FEW_STAGES");
+  return on;
+}
+int device_sms() {
+  int dev = 0, sms = 0;
+  FUSEDMOE_CUDA_CHECK(cudaGetDevice(&dev));
+  FUSEDMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+  return sms;
+}
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS>
+void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
+  constexpr int kBytes = kTableBytes + kWarps * kS * kWarpStageBytes;
+  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>>(kBytes);
+  if (pdl) {
+    launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>, grid, dim3(kWarps * 32), kBytes,
+                   stream, p, act);
+  } else {
+    w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS><<<grid, dim3(kWarps * 32), kBytes, stream>>>(p, act);
+    FUSEDMOE_CUDA_CHECK(cudaGetLastError());
+  }
+}
+// One instance: its shared-memory opt-in (once per device) and the launch (chained unless the grid is under a wave).
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false>
 void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act = {}) {
-  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit>>(kSmemBytes);
   if constexpr (kSplit) grid.z = 2;
-  launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit>, grid, dim3(kWarps * 32), kSmemBytes,
-                 stream, p, act);
+  if constexpr (NT == 1) {
+    const int64_t warps = static_cast<int64_t>(grid.x) * grid.y * grid.z * kWarps, sms = device_sms();
+    const bool under_wave = warps <= kNoPdlWarpsPerSm * sms;
+    const bool three = g_forced_stages == 3 ||
+                       (g_forced_stages == 0 && few_stages_on() && warps <= kFewWarpsPerSm * sms && p.k >= kFewStagesMinK);
+    const bool pdl = !(under_wave && few_nopdl_on());
+    if (three) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, 3>(p, grid, stream, act, pdl);
+    return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, pdl);
+  }
+  launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, true);
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
@@ -627,6 +682,11 @@ int tokens_per_pass(int64_t max_rows, int groups) {
 }
 
 }  // namespace
+
+void w4_mma_force_stages(int stages) {
+  if (stages != 0 && stages != 2 && stages != 3) throw Error("w4_mma_force_stages: 0, 2 or 3, got " + std::to_string(stages));
+  g_forced_stages = stages;
+}
 
 const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act, int groups, int64_t max_rows) {
   if (!mma_act_on()) return "switched off (FUSEDMOE_W4_MMA_ACT=0)";

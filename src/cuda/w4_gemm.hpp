@@ -72,6 +72,11 @@ const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act
 void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const ActivationParams& act, int groups,
                              const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
 
+// Tests only: the mma kernel's weight stages per warp on 8-token grids - 0 the rule (3 where the grid has at most 16
+// warps per SM and k >= 4096, FUSEDMOE_W4_FEW_STAGES=0: never; else 2), 2 or 3 always. Not thread-safe; the same
+// bits whichever.
+void w4_mma_force_stages(int stages);
+
 bool w4_shape_ok(const W4Weights& w, const char** why);
 // Whether the mma kernel of format f decodes by mask-multiply on an operand stored pre-paired (KOrder::W4_MMA; the
 // caller stores GEMM operands so): MXFP4 and NVFP4, unless FUSEDMOE_W4_LEAN=0 (both) or FUSEDMOE_W4_LEAN_NV=0
