@@ -65,4 +65,19 @@ void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sme
   launch_chained_clusters(kernel, grid, block, smem_bytes, stream, dim3(1, 1, 1), std::forward<Args>(args)...);
 }
 
+// The same kernel launched without programmatic serialisation: it starts once the previous kernel in the stream has
+// ended (its chain_wait() then returns at once). For grids under one wave whose blocks, started early beside the
+// previous kernel's, would be placed unevenly on the SMs (w4_gemm.cu launch_instance).
+template <typename... Params, typename... Args>
+void launch_unchained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
+                      Args&&... args) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  cfg.numAttrs = 0;
+  FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
 }  // namespace fusedmoe::cuda

@@ -587,8 +587,8 @@ void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg
     launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>, grid, dim3(kWarps * 32), kBytes,
                    stream, p, act);
   } else {
-    w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS><<<grid, dim3(kWarps * 32), kBytes, stream>>>(p, act);
-    FUSEDMOE_CUDA_CHECK(cudaGetLastError());
+    launch_unchained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>, grid, dim3(kWarps * 32), kBytes,
+                     stream, p, act);
   }
 }
 // One instance: its shared-memory opt-in (once per device) and the launch (chained unless the grid is under a wave).

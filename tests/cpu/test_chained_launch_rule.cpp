@@ -3,7 +3,8 @@
 // calls chain_wait() before touching memory. A kernel that forgets it would race its predecessor
 // in a way no single GPU test run is sure to catch, so the rule is checked on the source itself:
 // in src/cuda, every __global__ function's body starts with chain_wait(); and no kernel is
-// launched with <<<...>>> (all launches go through launch_chained).
+// launched with <<<...>>> (all launches go through launch_chained, or launch_unchained where a kernel must not start
+// early).
 #include <gtest/gtest.h>
 
 #include <filesystem>
