@@ -27,7 +27,6 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -553,9 +552,9 @@ bool full_k_on() {
 // Grids under one wave (8-token instances; one-token layers of DeepSeek-V3 TP1, two and three tokens of
 // Qwen3-30B-A3B, two tokens of gpt-oss-120b). Launched with PDL, such a GEMM's blocks start while the kernel before
 // it still runs and are placed on the SMs that have room then - presumably unevenly (the placement itself was not
-// observed), which costs an under-one-wave GEMM the time of its fullest SM. Measured on an H200 (bench/results/2026-11-28-h200-w4-few-stages):
-// the DeepSeek-V3 TP1 one-token GEMM1 launched without PDL made the layer 0.93x as long although the GEMM alone, timed
-// apart, did not change. So:
+// observed), which costs an under-one-wave GEMM the time of its fullest SM. Measured on an H200
+// (bench/results/2026-11-28-h200-w4-few-stages): the DeepSeek-V3 TP1 one-token GEMM1 launched without PDL made the
+// layer 0.93x as long although the GEMM alone, timed apart, did not change. So:
 // - grids of at most kNoPdlWarpsPerSm warps per SM (one wave of the 8-token instances: 6 blocks of 4 warps) are
 //   launched plainly (no programmatic serialisation; chain_wait() then returns at once) - FUSEDMOE_W4_FEW_NOPDL=0 off;
 // - of those, grids of at most kFewWarpsPerSm warps per SM with k >= kFewStagesMinK stream 3 weight stages per warp
@@ -598,8 +597,8 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, const ActA
   if constexpr (NT == 1) {
     const int64_t warps = static_cast<int64_t>(grid.x) * grid.y * grid.z * kWarps, sms = device_sms();
     const bool under_wave = warps <= kNoPdlWarpsPerSm * sms;
-    const bool three = g_forced_stages == 3 ||
-                       (g_forced_stages == 0 && few_stages_on() && warps <= kFewWarpsPerSm * sms && p.k >= kFewStagesMinK);
+    const bool three = g_forced_stages == 3 || (g_forced_stages == 0 && few_stages_on() &&
+                                                warps <= kFewWarpsPerSm * sms && p.k >= kFewStagesMinK);
     const bool pdl = !(under_wave && few_nopdl_on());
     if (three) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, 3>(p, grid, stream, act, pdl);
     return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, pdl);
@@ -684,7 +683,8 @@ int tokens_per_pass(int64_t max_rows, int groups) {
 }  // namespace
 
 void w4_mma_force_stages(int stages) {
-  if (stages != 0 && stages != 2 && stages != 3) throw Error("w4_mma_force_stages: 0, 2 or 3, got " + std::to_string(stages));
+  if (stages != 0 && stages != 2 && stages != 3)
+    throw Error("w4_mma_force_stages: stages must be 0, 2 or 3, got " + std::to_string(stages));
   g_forced_stages = stages;
 }
 
