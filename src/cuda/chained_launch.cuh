@@ -37,6 +37,15 @@ __device__ __forceinline__ void chain_wait() {
   asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
 }
 
+inline cudaLaunchConfig_t launch_config(dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream) {
+  cudaLaunchConfig_t cfg{};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem_bytes;
+  cfg.stream = stream;
+  return cfg;
+}
+
 // cluster: thread-block cluster dimensions (each grid dimension a multiple of its own); 1 x 1 x 1
 // launches without clusters.
 template <typename... Params, typename... Args>
@@ -49,11 +58,7 @@ void launch_chained_clusters(void (*kernel)(Params...), dim3 grid, dim3 block, s
   attr[1].val.clusterDim.x = cluster.x;
   attr[1].val.clusterDim.y = cluster.y;
   attr[1].val.clusterDim.z = cluster.z;
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem_bytes;
-  cfg.stream = stream;
+  cudaLaunchConfig_t cfg = launch_config(grid, block, smem_bytes, stream);
   cfg.attrs = attr;
   cfg.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
   FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
@@ -71,12 +76,7 @@ void launch_chained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t sme
 template <typename... Params, typename... Args>
 void launch_unchained(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem_bytes, cudaStream_t stream,
                       Args&&... args) {
-  cudaLaunchConfig_t cfg{};
-  cfg.gridDim = grid;
-  cfg.blockDim = block;
-  cfg.dynamicSmemBytes = smem_bytes;
-  cfg.stream = stream;
-  cfg.numAttrs = 0;
+  const cudaLaunchConfig_t cfg = launch_config(grid, block, smem_bytes, stream);  // no attributes
   FUSEDMOE_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 

@@ -694,7 +694,7 @@ class CudaBackend final : public BackendImpl {
       // 4-bit MXFP4 / NVFP4 layers at decode sizes with bf16 activations: the activation in the mma GEMM1's epilogue
       // (w4_gemm.cu kAct), GEMM2's operand stored there (no h, no activation kernel; the activation stage of
       // run_timed() reads 0).
-      w4_mma_gemm1_activation(w4_weights(true), g1.a, ap, g1.groups, g1.expert_offsets, g1.max_rows, stream);
+      w4_mma_gemm1_activation(w4_weights(true), g1.a, ap, g1.groups, g1.expert_offsets, g1.max_rows, stream, sm_count_);
       mark(2);
     } else if (!w4_ && stream_gemm1_act_applies(g1, path1_, ap)) {
       // The few-rows range on the stream GEMM (stream_gemm_takes) for the same layers: its

@@ -107,7 +107,8 @@ constexpr int kWarpStageBytes = 16 * kRowPitch;
 // Scale code -> decode_word's bf16x2 multiplier (e8m0 / e4m3: 256 codes), built once per block:
 // converted in the loop, the compares and selects were ~10 instructions per row and sub-chunk.
 constexpr int kTableBytes = 256 * 4;
-constexpr int kSmemBytes = kTableBytes + kWarps * kStages * kWarpStageBytes;
+// A block's shared memory: the table and its warps' stage rings of kS stages.
+constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStageBytes; }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
@@ -572,7 +573,9 @@ bool few_stages_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FEW_STAGES");
   return on;
 }
-int device_sms() {
+// The caller's SM count (the backend's, read once), or the current device's where a caller gives none (tests).
+int sms_or_device(int sm_count) {
+  if (sm_count > 0) return sm_count;
   int dev = 0, sms = 0;
   FUSEDMOE_CUDA_CHECK(cudaGetDevice(&dev));
   FUSEDMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
@@ -580,7 +583,7 @@ int device_sms() {
 }
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS>
 void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
-  constexpr int kBytes = kTableBytes + kWarps * kS * kWarpStageBytes;
+  constexpr int kBytes = smem_bytes(kS);
   opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>>(kBytes);
   if (pdl) {
     launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>, grid, dim3(kWarps * 32), kBytes,
@@ -592,10 +595,10 @@ void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg
 }
 // One instance: its shared-memory opt-in (once per device) and the launch (chained unless the grid is under a wave).
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false>
-void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act = {}) {
+void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, const ActArg<kAct>& act = {}) {
   if constexpr (kSplit) grid.z = 2;
   if constexpr (NT == 1) {
-    const int64_t warps = static_cast<int64_t>(grid.x) * grid.y * grid.z * kWarps, sms = device_sms();
+    const int64_t warps = static_cast<int64_t>(grid.x) * grid.y * grid.z * kWarps;
     const bool under_wave = warps <= kNoPdlWarpsPerSm * sms;
     const bool three = g_forced_stages == 3 || (g_forced_stages == 0 && few_stages_on() &&
                                                 warps <= kFewWarpsPerSm * sms && p.k >= kFewStagesMinK);
@@ -606,19 +609,19 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, const ActA
   launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, true);
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
-void launch_one(const Params& p, dim3 grid, cudaStream_t stream) {
+void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
   constexpr bool kZp = kZeroPageLoads<F, NT, kTail>;
   if constexpr (kLean) {
     if constexpr (F != kInt4 && NT == 1 && !kTail) {
       if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on())
-        return launch_instance<F, NT, false, false, true, true>(p, grid, stream);
+        return launch_instance<F, NT, false, false, true, true>(p, grid, stream, sms);
     }
-    return launch_instance<F, NT, kTail, kZp, true>(p, grid, stream);
+    return launch_instance<F, NT, kTail, kZp, true>(p, grid, stream, sms);
   }
   if constexpr (kZp) {
-    if (!zero_page_on()) return launch_instance<F, NT, kTail, false, false>(p, grid, stream);
+    if (!zero_page_on()) return launch_instance<F, NT, kTail, false, false>(p, grid, stream, sms);
   }
-  launch_instance<F, NT, kTail, true, false>(p, grid, stream);
+  launch_instance<F, NT, kTail, true, false>(p, grid, stream, sms);
 }
 
 // FUSEDMOE_W4_TAIL=0: the tail instance off (same-binary A/B).
@@ -637,27 +640,27 @@ bool tail_on() {
 //                   tail case is refused: w4_mma_act_refusal).
 // The switches FUSEDMOE_W4_LEAN(_NV) / _TAIL / _ZERO_PAGE / _FULLK / _MMA_ACT = 0 pick the instances they replaced.
 template <int F>
-void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream) {
+void launch_mma(const Params& p, int nt, dim3 grid, cudaStream_t stream, int sms) {
   if constexpr (F != kInt4) {
     if (w4_mma_lean(F == kMx ? Format::MXFP4 : Format::NVFP4)) {  // operand stored pre-paired (cuda_backend.cpp w4_korder)
       if (p.d2 != nullptr) {  // k split in two (w4_mma_split_pays: NVFP4, nt == 1): the plain 8-token tile
-        if constexpr (F == kNv) return launch_instance<F, 1, false, false, true, false, false, true>(p, grid, stream);
+        if constexpr (F == kNv) return launch_instance<F, 1, false, false, true, false, false, true>(p, grid, stream, sms);
         else throw Error("w4 mma GEMM: the k split is NVFP4's");
       }
       if constexpr (F == kMx) {
-        if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true, true>(p, grid, stream);
+        if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true, true>(p, grid, stream, sms);
       }
-      if (nt == 1) return launch_one<F, 1, false, true>(p, grid, stream);
-      if (nt == 2) return launch_one<F, 2, false, true>(p, grid, stream);
-      return launch_one<F, 4, false, true>(p, grid, stream);
+      if (nt == 1) return launch_one<F, 1, false, true>(p, grid, stream, sms);
+      if (nt == 2) return launch_one<F, 2, false, true>(p, grid, stream, sms);
+      return launch_one<F, 4, false, true>(p, grid, stream, sms);
     }
   }
   if constexpr (F == kMx) {
-    if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true>(p, grid, stream);
+    if (nt == 1 && half_last_stage(static_cast<int>(p.k)) && tail_on()) return launch_one<F, 1, true>(p, grid, stream, sms);
   }
-  if (nt == 1) launch_one<F, 1>(p, grid, stream);
-  else if (nt == 2) launch_one<F, 2>(p, grid, stream);
-  else launch_one<F, 4>(p, grid, stream);
+  if (nt == 1) launch_one<F, 1>(p, grid, stream, sms);
+  else if (nt == 2) launch_one<F, 2>(p, grid, stream, sms);
+  else launch_one<F, 4>(p, grid, stream, sms);
 }
 
 // GEMM1 + activation (kAct): the instance launch_mma would pick for this k (kFullK or plain; both lean, kZp false as
@@ -667,10 +670,10 @@ bool mma_act_on() {
   return on;
 }
 template <int F>
-void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cudaStream_t stream) {
+void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cudaStream_t stream, int sms) {
   if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on())
-    return launch_instance<F, 1, false, false, true, true, true>(p, grid, stream, act);
-  launch_instance<F, 1, false, false, true, false, true>(p, grid, stream, act);
+    return launch_instance<F, 1, false, false, true, true, true>(p, grid, stream, sms, act);
+  launch_instance<F, 1, false, false, true, false, true>(p, grid, stream, sms, act);
 }
 
 // Tokens per pass of the mma kernel: enough 8-token tiles for the expected rows of an expert.
@@ -705,7 +708,7 @@ const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act
 }
 
 void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const ActivationParams& act, int groups,
-                             const int32_t* offsets, int64_t max_rows, cudaStream_t stream) {
+                             const int32_t* offsets, int64_t max_rows, cudaStream_t stream, int sm_count) {
   if (max_rows <= 0 || groups <= 0) return;
   if (const char* why = w4_mma_act_refusal(w13, act, groups, max_rows))
     throw Error(std::string("w4 mma GEMM1 + activation: ") + why);
@@ -713,8 +716,9 @@ void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const Activati
   const int64_t per_block = static_cast<int64_t>(kWarps) * 8;  // activation outputs per block
   const dim3 grid(static_cast<unsigned>((act.N + per_block - 1) / per_block),
                   static_cast<unsigned>(std::min<int64_t>(max_rows, groups)));
-  if (w13.format == Format::MXFP4) launch_mma_act<kMx>(p, act, grid, stream);
-  else launch_mma_act<kNv>(p, act, grid, stream);
+  const int sms = sms_or_device(sm_count);
+  if (w13.format == Format::MXFP4) launch_mma_act<kMx>(p, act, grid, stream, sms);
+  else launch_mma_act<kNv>(p, act, grid, stream, sms);
 }
 
 bool w4_mma_lean(Format f) {
@@ -787,10 +791,11 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
   // One 16-row tile per warp: two measured slower (218-255 registers, fewer warps; NOTES.md).
   const int64_t per_block = static_cast<int64_t>(kWarps) * 16;
   const dim3 grid(static_cast<unsigned>((w.n + per_block - 1) / per_block), static_cast<unsigned>(active));
+  const int sms = sms_or_device(sm_count);
   switch (w.format) {
-    case Format::W4A8_INT4: launch_mma<kInt4>(p, nt, grid, stream); break;
-    case Format::MXFP4: launch_mma<kMx>(p, nt, grid, stream); break;
-    case Format::NVFP4: launch_mma<kNv>(p, nt, grid, stream); break;
+    case Format::W4A8_INT4: launch_mma<kInt4>(p, nt, grid, stream, sms); break;
+    case Format::MXFP4: launch_mma<kMx>(p, nt, grid, stream, sms); break;
+    case Format::NVFP4: launch_mma<kNv>(p, nt, grid, stream, sms); break;
     default: throw Error("w4 grouped GEMM: not a 4-bit format");
   }
 }

@@ -50,7 +50,8 @@ struct W4Weights {
 // a: [rows, k] fp16 (W4A8, in this kernel's k order: KOrder::W4_MMA, w4_kperm.cuh) or bf16
 // (MXFP4 / NVFP4, as is) operand.
 // d2 (w4_mma_split_pays, sm_count its argument): the k range split in two halves, their fp32 sums into d and d2 (the
-// caller adds them: FinalizeParams::y2); a call the function refuses throws.
+// caller adds them: FinalizeParams::y2); a call the function refuses throws. sm_count is also the SM count of the
+// launch rule for under-one-wave grids (w4_gemm.cu launch_instance; 0: queried).
 void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups, const int32_t* expert_offsets,
                          int64_t max_rows, cudaStream_t stream, float* d2 = nullptr, int sm_count = 0);
 // Whether w4_mma_grouped_gemm splits k in two for this call: NVFP4 on the lean decode, 8-token passes, k >= 1024, and
@@ -69,8 +70,9 @@ void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t*
 // decode, at most 8 expected rows per expert, bf16 activations without quantisation, gated activations, dequant NONE
 // or GENERIC; w4_mma_act_refusal says why a call does not qualify (nullptr: it does).
 const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act, int groups, int64_t max_rows);
+// sm_count: the device's SMs, for the same launch rule (0: queried).
 void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const ActivationParams& act, int groups,
-                             const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream);
+                             const int32_t* expert_offsets, int64_t max_rows, cudaStream_t stream, int sm_count = 0);
 
 // Tests only: the mma kernel's weight stages per warp on 8-token grids - 0 the rule (3 where the grid has at most 16
 // warps per SM and k >= 4096, FUSEDMOE_W4_FEW_STAGES=0: never; else 2), 2 or 3 always. Not thread-safe; the same
