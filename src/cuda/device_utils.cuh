@@ -11,6 +11,7 @@
 
 #include "cuda/moe_kernels.hpp"
 #include "cuda/w4_kperm.cuh"
+#include "cuda/nvfp4_round.cuh"
 
 namespace fusedmoe::cuda {
 
@@ -453,18 +454,25 @@ __device__ __forceinline__ float e2m1_value(uint32_t code) {
 // (bench/results/2026-11-22-h100-nvfp4-compact-activation). The gather keeps the unrolled form
 // (rolled, it was slower from 256 tokens on and no faster below).
 // A 16-block's e4m3 scale from its amax m, and a value's e2m1 code times that scale (the two steps of each form below).
+// The value's step takes y = nvfp4r::recip(sf), one per block: the quotient v * gs / sf without a division per value
+// (nvfp4_round.cuh; the same bits as e2m1_value(to_e2m1(__fdiv_rn(v * gs, sf))) * sf, tests/gpu/test_e2m1_device_gpu.cu).
 __device__ __forceinline__ float nvfp4_block_scale(float m, float gs) { return e4m3_value(to_e4m3(__fdiv_rn(gs * m, 6.0f))); }
-__device__ __forceinline__ float nvfp4_scaled_value(float v, float gs, float sf) {
-  return sf == 0.0f ? 0.0f : e2m1_value(to_e2m1(__fdiv_rn(v * gs, sf))) * sf;
+__device__ __forceinline__ float nvfp4_scaled_value(float v, float gs, float sf, float y) {
+  return sf == 0.0f ? 0.0f : nvfp4r::e2m1_times_scale(v * gs, sf, y);
 }
 template <bool kCompact = false>
 __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
   float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) m = fmaxf(m, abs_for_amax(v[i]));
-  const float sf = nvfp4_block_scale(m, gs);
+  const float sf = nvfp4_block_scale(m, gs), y = nvfp4r::recip(sf);
+  if (sf == 0.0f) {  // one branch per block (nvfp4_scaled_value's test per value compiled to a branch per value)
+#pragma unroll
+    for (int i = 0; i < 16; ++i) v[i] = 0.0f;
+    return;
+  }
 #pragma unroll(kCompact ? 1 : 16)
-  for (int i = 0; i < 16; ++i) v[i] = nvfp4_scaled_value(v[i], gs, sf);
+  for (int i = 0; i < 16; ++i) v[i] = nvfp4r::e2m1_times_scale(v[i] * gs, sf, y);
 }
 // The same with a 16-block spread over 16 lanes (lanes 0..15 or 16..31 of a warp), one value each: the block's amax by
 // shuffles within the half-warp (abs_for_amax maps NaN to 0, fmaxf is exact and order-free: nvfp4_block_values' max).
@@ -473,7 +481,8 @@ __device__ __forceinline__ float nvfp4_lane_value(float v, float gs) {
   float m = abs_for_amax(v);
 #pragma unroll
   for (int o = 8; o >= 1; o >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  return nvfp4_scaled_value(v, gs, nvfp4_block_scale(m, gs));
+  const float sf = nvfp4_block_scale(m, gs);
+  return nvfp4_scaled_value(v, gs, sf, nvfp4r::recip(sf));
 }
 
 // nvfp4 (W4A4) quantisation of one operand row by 16-wide blocks with 16-byte accesses (cols a

@@ -88,5 +88,85 @@ TEST(E2m1Device, DecodeWordFormsAgreeOnEveryWord) {
   EXPECT_EQ(n, 0u);
 }
 
+// The nvfp4 quantisers' division-free step (nvfp4_round.cuh) against the division form it replaced,
+// e2m1_value(to_e2m1(__fdiv_rn(p, sf))) * sf, on the device: every fp32 bit pattern p for every positive
+// e4m3 scale sf (blockIdx.y): the count of differing results.
+__global__ void nvfp4_round_kernel(unsigned long long* mismatches) {
+  const float sf = cuda::e4m3_value(static_cast<uint8_t>(blockIdx.y + 1)), y = cuda::nvfp4r::recip(sf);
+  unsigned long long bad = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const float p = __uint_as_float(static_cast<uint32_t>(i));
+    const float want = cuda::e2m1_value(cuda::to_e2m1(__fdiv_rn(p, sf))) * sf;
+    bad += __float_as_uint(cuda::nvfp4r::e2m1_times_scale(p, sf, y)) != __float_as_uint(want);
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+TEST(E2m1Device, Nvfp4RoundEqualsTheDivisionFormForEveryValueAndScale) {
+  FMOE_REQUIRE_GPU();
+  DeviceBuffer bad(8);
+  const unsigned long long zero = 0;
+  bad.upload(&zero, 8);
+  nvfp4_round_kernel<<<dim3(1056, 126), 256>>>(static_cast<unsigned long long*>(bad.get()));  // scale codes 1..126
+  FMOE_CUDA(cudaGetLastError());
+  FMOE_CUDA(cudaDeviceSynchronize());
+  unsigned long long n = 1;
+  bad.download(&n, 8);
+  EXPECT_EQ(n, 0u);
+}
+
+// nvfp4_block_values (its scale, the zero-scale early out, the per-value step) against the same block
+// computed with the division form, for random 16-blocks of bf16-exact values and global scales, every
+// eighth block scaled down until its e4m3 scale is 0 and every sixteenth all zeros: the count of
+// differing values.
+__global__ void nvfp4_block_kernel(const float* x, const float* gs, int blocks, unsigned long long* mismatches) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= blocks) return;
+  float v[16], w[16];
+  for (int i = 0; i < 16; ++i) v[i] = w[i] = x[16 * b + i];
+  cuda::nvfp4_block_values(v, gs[b]);
+  float m = 0.0f;
+  for (int i = 0; i < 16; ++i) m = fmaxf(m, cuda::abs_for_amax(w[i]));
+  const float sf = cuda::nvfp4_block_scale(m, gs[b]);
+  unsigned long long bad = 0;
+  for (int i = 0; i < 16; ++i) {
+    const float want = sf == 0.0f ? 0.0f : cuda::e2m1_value(cuda::to_e2m1(__fdiv_rn(w[i] * gs[b], sf))) * sf;
+    bad += __float_as_uint(v[i]) != __float_as_uint(want);
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+TEST(E2m1Device, Nvfp4BlockValuesEqualTheDivisionForm) {
+  FMOE_REQUIRE_GPU();
+  const int blocks = 1 << 16;
+  std::vector<float> x(16 * static_cast<size_t>(blocks)), gs(blocks);
+  uint32_t state = 987654321u;
+  auto next = [&] { return state = state * 1664525u + 1013904223u; };
+  for (int b = 0; b < blocks; ++b) {
+    gs[b] = std::ldexp(1.0f + (next() >> 9) * 0x1p-23f, static_cast<int>(next() % 16) - 4);
+    for (int i = 0; i < 16; ++i) {
+      // bf16-exact values (the operands are bf16 rows), magnitudes over 2^-8 .. 2^8, both signs
+      float v = std::ldexp(1.0f + (next() >> 25) * 0x1p-7f, static_cast<int>(next() % 17) - 8);
+      if (next() & 1) v = -v;
+      if (b % 8 == 7) v = std::ldexp(v, -60);  // the block's scale underflows e4m3: all outputs +0
+      if (b % 16 == 15) v = 0.0f;
+      x[16 * static_cast<size_t>(b) + i] = v;
+    }
+  }
+  DeviceBuffer xd(x.size() * 4), gd(gs.size() * 4), bad(8);
+  xd.upload(x.data(), x.size() * 4);
+  gd.upload(gs.data(), gs.size() * 4);
+  const unsigned long long zero = 0;
+  bad.upload(&zero, 8);
+  nvfp4_block_kernel<<<(blocks + 127) / 128, 128>>>(static_cast<const float*>(xd.get()), static_cast<const float*>(gd.get()),
+                                                     blocks, static_cast<unsigned long long*>(bad.get()));
+  FMOE_CUDA(cudaGetLastError());
+  FMOE_CUDA(cudaDeviceSynchronize());
+  unsigned long long n = 1;
+  bad.download(&n, 8);
+  EXPECT_EQ(n, 0u);
+}
+
 }  // namespace
 }  // namespace fusedmoe::gputest
