@@ -209,6 +209,74 @@ __global__ void __launch_bounds__(kVecThreads) quantise_bf16_nvfp4_kernel(Activa
   }
 }
 
+// The same quantisation flat over the rows' 16-blocks (rows x N / 16 < 2^31, N a multiple of 64 for
+// W4_WGMMA): a thread takes 16-blocks i and i + stride (grid-stride, both loads issued before either
+// block's arithmetic), so a thread has 64 bytes in flight instead of one row's 32 while a block walks its
+// rows one at a time; with W4_WGMMA the 4 lanes holding a 64-column group's 4 blocks exchange them
+// (quad_stored32) and each stores 32 contiguous bytes instead of eight 4-byte words. Same values (the
+// same nvfp4_block_values on the same bf16 inputs and global scale), same stored order.
+constexpr int kNvfp4FlatThreads = 256;
+__global__ void __launch_bounds__(kNvfp4FlatThreads) quantise_bf16_nvfp4_flat_kernel(ActivationParams p) {
+  chain_wait();
+  __shared__ __align__(16) uint32_t stage[kNvfp4FlatThreads / 32][256];  // quad_stored32's exchange, per warp
+  const uint32_t per_row = static_cast<uint32_t>(p.N / 16);
+  const int64_t total = static_cast<int64_t>(load_rows(p.rows)) * per_row;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  const int lane = threadIdx.x & 31;
+  const bool wgmma = p.korder == KOrder::W4_WGMMA;
+  const uint4* src = reinterpret_cast<const uint4*>(p.act_bf16);
+  // Warp-uniform loop (quad_stored32 syncs the warp's live lanes): b0 is the warp's first block index.
+  for (int64_t b0 = static_cast<int64_t>(blockIdx.x) * blockDim.x + (threadIdx.x & ~31); b0 < total; b0 += 2 * stride) {
+    uint4 raw[2][2];
+    float gs[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t i = b0 + u * stride + lane;
+      raw[u][0] = raw[u][1] = make_uint4(0u, 0u, 0u, 0u);
+      gs[u] = 1.0f;
+      if (i < total) {
+        const uint32_t r = static_cast<uint32_t>(i) / per_row;
+        raw[u][0] = __ldcs(src + 2 * i);
+        raw[u][1] = __ldcs(src + 2 * i + 1);
+        gs[u] = 1.0f / p.nvfp4_input_scale[__ldg(p.row_expert + r)];
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      const int64_t w0 = b0 + u * stride;  // the warp's first block of this half (uniform)
+      if (w0 >= total) break;
+      const int64_t i = w0 + lane;
+      float v[16];
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t q[4] = {raw[u][h].x, raw[u][h].y, raw[u][h].z, raw[u][h].w};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          v[8 * h + 2 * j] = __uint_as_float(q[j] << 16);
+          v[8 * h + 2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
+        }
+      }
+      nvfp4_block_values(v, gs[u]);
+      float lo[8], hi[8];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) lo[j] = v[j], hi[j] = v[8 + j];
+      if (wgmma) {
+        const int64_t live = total - w0;  // a multiple of 4: whole quads (per_row % 4 == 0)
+        const unsigned lanes = live >= 32 ? 0xffffffffu : (1u << live) - 1u;
+        if (i < total) {
+          uint4 st[2];
+          quad_stored32(pack8_operand16(p.op, lo), pack8_operand16(p.op, hi), stage[threadIdx.x >> 5], lanes, st);
+          uint4* q = reinterpret_cast<uint4*>(static_cast<uint16_t*>(p.out) + ((16 * i) & ~int64_t{63}) + 16 * (i & 3));
+          q[0] = st[0], q[1] = st[1];
+        }
+      } else if (i < total) {
+        store8_operand16(p.out, p.op, 16 * i, lo, p.korder);
+        store8_operand16(p.out, p.op, 16 * i + 8, hi, p.korder);
+      }
+    }
+  }
+}
+
 // ROW quantisation of activation outputs the fp8-channel GEMM1 + activation (or the 4-bit wgmma
 // GEMM1 + activation: codes as 16-bit values) already wrote rounded to bf16 (p.act_bf16, [rows, N],
 // N a multiple of 8): one block per row (grid-stride), the row's
@@ -563,6 +631,11 @@ __global__ void __launch_bounds__(kVecThreads) activation_vec_kernel(ActivationP
 
 }  // namespace
 
+// nvfp4_flat_test_grid (tests): > 0 the flat nvfp4 quantiser with at most that many blocks, < 0 the row kernel, 0
+// the rule (flat unless FUSEDMOE_NVFP4_FLAT=0).
+static int g_nvfp4_flat_grid = 0;
+void nvfp4_flat_test_grid(int cap) { g_nvfp4_flat_grid = cap; }
+
 // Column chunks (gridDim.y) of the row-walking kernels that split rows: one per pass of a block
 // (2048 outputs) while the rows are too few to fill the GPU with one block each, else 1.
 unsigned row_column_chunks(int64_t max_rows, int64_t n) {
@@ -606,6 +679,16 @@ void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t
   if (p.act_bf16 && p.quant == Fp8Quant::NVFP4) {
     if (p.op == Operand::FP8 || p.N % 16 != 0 || !aligned_to(p.act_bf16, 16) || !aligned_to(p.out, 16))
       throw Error("activation: bf16 activation rows are quantised to nvfp4 with a 16-bit operand, N a multiple of 16 and aligned pointers");
+    static const bool flat_on = !env_switch_is_zero("FUSEDMOE_NVFP4_FLAT");
+    const int64_t max_blocks16 = max_rows * (p.N / 16);
+    const bool flat_fits = max_blocks16 < (int64_t{1} << 31) && (p.korder != KOrder::W4_WGMMA || p.N % 64 == 0);
+    if (flat_fits && (g_nvfp4_flat_grid > 0 || (flat_on && g_nvfp4_flat_grid == 0))) {
+      const int64_t grid = (max_blocks16 + 2 * kNvfp4FlatThreads - 1) / (2 * kNvfp4FlatThreads);
+      const int64_t cap = g_nvfp4_flat_grid > 0 ? g_nvfp4_flat_grid : 4096;
+      launch_chained(quantise_bf16_nvfp4_flat_kernel, static_cast<unsigned>(std::clamp<int64_t>(grid, 1, cap)),
+                     kNvfp4FlatThreads, 0, stream, p);
+      return;
+    }
     launch_chained(quantise_bf16_nvfp4_kernel, row_grid(max_rows), row_threads8(p.N / 2), 0, stream, p);
     return;
   }

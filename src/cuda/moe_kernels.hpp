@@ -162,6 +162,9 @@ struct ActivationParams {
   bool early = false;
 };
 void launch_activation(const ActivationParams& p, int64_t max_rows, cudaStream_t stream);
+// Tests: which kernel quantises bf16 rows to nvfp4 (act_bf16 with quant NVFP4) - > 0 the flat kernel with at most
+// that many blocks (several grid-stride passes on small inputs), < 0 the block-per-row kernel, 0 the rule.
+void nvfp4_flat_test_grid(int cap);
 
 // ---------------------------------------------------------------- finalize.cu
 struct FinalizeParams {

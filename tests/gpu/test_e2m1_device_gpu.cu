@@ -168,5 +168,46 @@ TEST(E2m1Device, Nvfp4BlockValuesEqualTheDivisionForm) {
   EXPECT_EQ(n, 0u);
 }
 
+// quant_row_rcp (the per-token fp8 quantisers' 8-value step) against quant_row's IEEE division: every fp32 bit pattern
+// v for each scale s of a list (blockIdx.y) - ROW scales are max(amax, 1e-10) / 448: from 1e-10 / 448 up to
+// FLT_MAX / 448, or Inf where a value is; here those bounds, a few plain values and random mantissas over the exponent
+// range: differing codes. (Outside that range the reciprocal of s > 2^126 is subnormal and Markstein's correction
+// inexact: at s = FLT_MAX two codes of 2^32 differ, a quotient on the e4m3 subnormal tie.)
+__global__ void quant_row_rcp_kernel(const float* scales, unsigned long long* mismatches) {
+  const float s = scales[blockIdx.y], inv = __frcp_rn(s);
+  unsigned long long bad = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
+    const float v = __uint_as_float(static_cast<uint32_t>(i));
+    bad += cuda::quant_row_rcp(v, s, inv) != cuda::quant_row(v, s);
+  }
+  if (bad) atomicAdd(mismatches, bad);
+}
+
+TEST(E2m1Device, QuantRowRcpEqualsTheDivisionForEveryValue) {
+  FMOE_REQUIRE_GPU();
+  std::vector<float> scales = {1e-10f / 448.0f, 1.0f / 448.0f, 1.0f, 0.5f, 3.0f / 448.0f, std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::max() / 448.0f};
+  uint32_t state = 24680u;
+  while (scales.size() < 40) {
+    state = state * 1664525u + 1013904223u;
+    const uint32_t mant = state >> 9;
+    state = state * 1664525u + 1013904223u;
+    const int ex = static_cast<int>(state % 100) - 80;  // 2^-80 .. 2^19: amax / 448 of any plausible row
+    scales.push_back(std::ldexp(1.0f + mant * 0x1p-23f, ex));
+  }
+  DeviceBuffer sd(scales.size() * 4), bad(8);
+  sd.upload(scales.data(), scales.size() * 4);
+  const unsigned long long zero = 0;
+  bad.upload(&zero, 8);
+  quant_row_rcp_kernel<<<dim3(1056, static_cast<unsigned>(scales.size())), 256>>>(static_cast<const float*>(sd.get()),
+                                                                                  static_cast<unsigned long long*>(bad.get()));
+  FMOE_CUDA(cudaGetLastError());
+  FMOE_CUDA(cudaDeviceSynchronize());
+  unsigned long long n = 1;
+  bad.download(&n, 8);
+  EXPECT_EQ(n, 0u);
+}
+
 }  // namespace
 }  // namespace fusedmoe::gputest
