@@ -8,7 +8,6 @@
 
 #include <cmath>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -19,16 +18,9 @@
 namespace fusedmoe {
 namespace {
 
-uint32_t bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
-}
-float from_bits(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
+// The header's own bit casts (std::memcpy on the host).
+uint32_t bits(float f) { return cuda::nvfp4r::f2u(f); }
+float from_bits(uint32_t u) { return cuda::nvfp4r::u2f(u); }
 
 float reference(float p, float sf) { return e2m1_to_float(float_to_e2m1(p / sf)) * sf; }
 
