@@ -10,8 +10,8 @@
 #include <cstdint>
 
 #include "cuda/moe_kernels.hpp"
-#include "cuda/w4_kperm.cuh"
 #include "cuda/nvfp4_round.cuh"
+#include "cuda/w4_kperm.cuh"
 
 namespace fusedmoe::cuda {
 
@@ -49,11 +49,14 @@ __device__ __forceinline__ uint8_t to_e4m3(float v) {
 
 // Per-tensor quantisation step of quantize_fp8_with_scale: 0 stays 0 even when s == 0.
 __device__ __forceinline__ uint8_t quant_tensor(float v, float s) { return to_e4m3(v == 0.0f ? v : __fdiv_rn(v, s)); }
-// quant_tensor's value without the division's slow-path branch, for loops over many outputs
-// (the fused GEMM1 epilogue): inv_s = __frcp_rn(s), the correctly rounded reciprocal. q0 = v * inv_s
-// is within an ulp of v / s, and one fma correction with the correctly rounded reciprocal makes it
-// the correctly rounded quotient (Markstein) - the same bits as __fdiv_rn - unless it overflows,
-// where e4m3 saturates either way (q0 = inf; also s == 0).
+// quant_tensor's value without the division's slow-path branch, for loops over many outputs of one
+// scale (the fused GEMM1 epilogue; per-token fp8 codes, pack8_row_codes): inv_s = __frcp_rn(s), the
+// correctly rounded reciprocal. q0 = v * inv_s is within an ulp of v / s, and one fma correction with
+// the correctly rounded reciprocal makes it the correctly rounded quotient (Markstein) - the same bits
+// as __fdiv_rn - unless it overflows, where e4m3 saturates either way (q0 = inf; also s == 0; s = Inf:
+// v / s = +-0 = q0). Zeros keep their sign (v itself). Exact while 1 / s is a normal float, s <= 2^126:
+// the scales from an amax / 448 always are; at s = FLT_MAX 2 of 2^32 codes differ (tests/gpu/
+// test_e2m1_device_gpu.cu checks every fp32 v for a set of scales).
 __device__ __forceinline__ uint8_t quant_tensor_rcp(float v, float s, float inv_s) {
   const float q0 = __fmul_rn(v, inv_s);
   const float q = __fmaf_rn(__fmaf_rn(-s, q0, v), inv_s, q0);
@@ -61,17 +64,6 @@ __device__ __forceinline__ uint8_t quant_tensor_rcp(float v, float s, float inv_
 }
 // Per-row step of quantize_fp8_per_row.
 __device__ __forceinline__ uint8_t quant_row(float v, float s) { return to_e4m3(__fdiv_rn(v, s)); }
-// quant_row's code without a division per value, for 8 or more values of one scale (pack8_row_codes): inv_s =
-// __frcp_rn(s) and Markstein's correction as quant_tensor_rcp, the same bits as __fdiv_rn for ROW scales
-// (scale_from_amax: 1e-10 / 448 .. FLT_MAX / 448, or Inf; checked for every fp32 v and a set of scales,
-// tests/gpu/test_e2m1_device_gpu.cu; not for s > 2^126, whose reciprocal is subnormal) - zeros keep their sign (v
-// itself), and where the corrected quotient is not finite (s = Inf: v / s = +-0 = q0; v = Inf or NaN: NaN either way)
-// q0 is taken.
-__device__ __forceinline__ uint8_t quant_row_rcp(float v, float s, float inv_s) {
-  const float q0 = __fmul_rn(v, inv_s);
-  const float q = __fmaf_rn(__fmaf_rn(-s, q0, v), inv_s, q0);
-  return to_e4m3(v == 0.0f ? v : (isfinite(q) ? q : q0));
-}
 __device__ __forceinline__ float scale_from_amax(float amax) { return __fdiv_rn(fmaxf(amax, kMinAmax), kFp8Max); }
 
 // round_up_pow2 of the CPU codecs (fp8_block_ue8m0): the smallest power of two >= x for a positive
@@ -411,13 +403,13 @@ __device__ __forceinline__ void store_row_code(void* p, Operand op, int64_t i, u
   else store_operand(p, op, i, e4m3_value(code), ko);
 }
 
-// Per-token fp8 codes of 8 values (s a ROW scale, scale_from_amax: see quant_row_rcp) as the operand stores them: e4m3 codes (8 bytes, in .x .y) or,
-// for a 16-bit operand, the codes' values (16 bytes).
+// Per-token fp8 codes of 8 values (quant_row's, by one reciprocal: quant_tensor_rcp) as the operand stores them:
+// e4m3 codes (8 bytes, in .x .y) or, for a 16-bit operand, the codes' values (16 bytes).
 __device__ __forceinline__ uint4 pack8_row_codes(Operand op, const float (&v)[8], float s) {
   uint8_t q[8];
   const float inv_s = __frcp_rn(s);
 #pragma unroll
-  for (int j = 0; j < 8; ++j) q[j] = quant_row_rcp(v[j], s, inv_s);
+  for (int j = 0; j < 8; ++j) q[j] = quant_tensor_rcp(v[j], s, inv_s);
   if (op == Operand::FP8) return make_uint4(pack4_e4m3(q[0], q[1], q[2], q[3]), pack4_e4m3(q[4], q[5], q[6], q[7]), 0u, 0u);
   float c[8];
 #pragma unroll
@@ -477,12 +469,13 @@ __device__ __forceinline__ void nvfp4_block_values(float (&v)[16], float gs) {
   float m = 0.0f;
 #pragma unroll
   for (int i = 0; i < 16; ++i) m = fmaxf(m, abs_for_amax(v[i]));
-  const float sf = nvfp4_block_scale(m, gs), y = nvfp4r::recip(sf);
+  const float sf = nvfp4_block_scale(m, gs);
   if (sf == 0.0f) {  // one branch per block (nvfp4_scaled_value's test per value compiled to a branch per value)
 #pragma unroll
     for (int i = 0; i < 16; ++i) v[i] = 0.0f;
     return;
   }
+  const float y = nvfp4r::recip(sf);
 #pragma unroll(kCompact ? 1 : 16)
   for (int i = 0; i < 16; ++i) v[i] = nvfp4r::e2m1_times_scale(v[i] * gs, sf, y);
 }

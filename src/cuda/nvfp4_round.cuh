@@ -85,3 +85,5 @@ FMOE_NVR_HD float e2m1_times_scale(float p, float sf, float y) {
 }
 
 }  // namespace fusedmoe::cuda::nvfp4r
+
+#undef FMOE_NVR_HD

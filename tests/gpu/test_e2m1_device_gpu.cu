@@ -31,6 +31,30 @@ uint32_t bits(float f) {
   return u;
 }
 
+// Runs launch(counter) on a zeroed device counter and returns the count it left (the exhaustive tests below).
+template <class Launch>
+unsigned long long device_count(Launch launch) {
+  DeviceBuffer bad(8);
+  const unsigned long long zero = 0;
+  bad.upload(&zero, 8);
+  launch(static_cast<unsigned long long*>(bad.get()));
+  FMOE_CUDA(cudaGetLastError());
+  FMOE_CUDA(cudaDeviceSynchronize());
+  unsigned long long n = 1;
+  bad.download(&n, 8);
+  return n;
+}
+
+// Adds to *count how many of the 2^32 words w (spread over the grid's x dimension) differ(w) holds for.
+template <class Differs>
+__device__ void count_over_every_word(Differs differs, unsigned long long* count) {
+  unsigned long long bad = 0;
+  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
+       i += static_cast<uint64_t>(gridDim.x) * blockDim.x)
+    bad += differs(static_cast<uint32_t>(i));
+  if (bad) atomicAdd(count, bad);
+}
+
 TEST(E2m1Device, ValuesAndCodesMatchTheCpuCodec) {
   FMOE_REQUIRE_GPU();
   std::vector<float> x = {0.0f, -0.0f, std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
@@ -64,28 +88,21 @@ TEST(E2m1Device, ValuesAndCodesMatchTheCpuCodec) {
 // count of words whose four pairs differ.
 __global__ void decode_forms_kernel(unsigned long long* mismatches) {
   const uint32_t s2 = cuda::w4::scale_bits<cuda::w4::kMx>(127u);
-  unsigned long long bad = 0;
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
-       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    uint32_t a[4], b[4];
-    cuda::w4::decode_word<cuda::w4::kMx, false>(static_cast<uint32_t>(i), s2, false, a);
-    cuda::w4::decode_word<cuda::w4::kMx, true>(static_cast<uint32_t>(i), s2, false, b);
-    for (int j = 0; j < 4; ++j) bad += a[j] != b[j];
-  }
-  if (bad) atomicAdd(mismatches, bad);
+  count_over_every_word(
+      [&](uint32_t w) {
+        uint32_t a[4], b[4];
+        cuda::w4::decode_word<cuda::w4::kMx, false>(w, s2, false, a);
+        cuda::w4::decode_word<cuda::w4::kMx, true>(w, s2, false, b);
+        int differ = 0;
+        for (int j = 0; j < 4; ++j) differ += a[j] != b[j];
+        return differ;
+      },
+      mismatches);
 }
 
 TEST(E2m1Device, DecodeWordFormsAgreeOnEveryWord) {
   FMOE_REQUIRE_GPU();
-  DeviceBuffer bad(8);
-  const unsigned long long zero = 0;
-  bad.upload(&zero, 8);
-  decode_forms_kernel<<<1024, 256>>>(static_cast<unsigned long long*>(bad.get()));
-  FMOE_CUDA(cudaGetLastError());
-  FMOE_CUDA(cudaDeviceSynchronize());
-  unsigned long long n = 1;
-  bad.download(&n, 8);
-  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(device_count([](unsigned long long* c) { decode_forms_kernel<<<1024, 256>>>(c); }), 0u);
 }
 
 // The nvfp4 quantisers' division-free step (nvfp4_round.cuh) against the division form it replaced,
@@ -93,27 +110,19 @@ TEST(E2m1Device, DecodeWordFormsAgreeOnEveryWord) {
 // e4m3 scale sf (blockIdx.y): the count of differing results.
 __global__ void nvfp4_round_kernel(unsigned long long* mismatches) {
   const float sf = cuda::e4m3_value(static_cast<uint8_t>(blockIdx.y + 1)), y = cuda::nvfp4r::recip(sf);
-  unsigned long long bad = 0;
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
-       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const float p = __uint_as_float(static_cast<uint32_t>(i));
-    const float want = cuda::e2m1_value(cuda::to_e2m1(__fdiv_rn(p, sf))) * sf;
-    bad += __float_as_uint(cuda::nvfp4r::e2m1_times_scale(p, sf, y)) != __float_as_uint(want);
-  }
-  if (bad) atomicAdd(mismatches, bad);
+  count_over_every_word(
+      [&](uint32_t w) {
+        const float p = __uint_as_float(w);
+        const float want = cuda::e2m1_value(cuda::to_e2m1(__fdiv_rn(p, sf))) * sf;
+        return __float_as_uint(cuda::nvfp4r::e2m1_times_scale(p, sf, y)) != __float_as_uint(want);
+      },
+      mismatches);
 }
 
 TEST(E2m1Device, Nvfp4RoundEqualsTheDivisionFormForEveryValueAndScale) {
   FMOE_REQUIRE_GPU();
-  DeviceBuffer bad(8);
-  const unsigned long long zero = 0;
-  bad.upload(&zero, 8);
-  nvfp4_round_kernel<<<dim3(1056, 126), 256>>>(static_cast<unsigned long long*>(bad.get()));  // scale codes 1..126
-  FMOE_CUDA(cudaGetLastError());
-  FMOE_CUDA(cudaDeviceSynchronize());
-  unsigned long long n = 1;
-  bad.download(&n, 8);
-  EXPECT_EQ(n, 0u);
+  // scale codes 1..126 (blockIdx.y + 1)
+  EXPECT_EQ(device_count([](unsigned long long* c) { nvfp4_round_kernel<<<dim3(1056, 126), 256>>>(c); }), 0u);
 }
 
 // nvfp4_block_values (its scale, the zero-scale early out, the per-value step) against the same block
@@ -154,34 +163,29 @@ TEST(E2m1Device, Nvfp4BlockValuesEqualTheDivisionForm) {
       x[16 * static_cast<size_t>(b) + i] = v;
     }
   }
-  DeviceBuffer xd(x.size() * 4), gd(gs.size() * 4), bad(8);
+  DeviceBuffer xd(x.size() * 4), gd(gs.size() * 4);
   xd.upload(x.data(), x.size() * 4);
   gd.upload(gs.data(), gs.size() * 4);
-  const unsigned long long zero = 0;
-  bad.upload(&zero, 8);
-  nvfp4_block_kernel<<<(blocks + 127) / 128, 128>>>(static_cast<const float*>(xd.get()), static_cast<const float*>(gd.get()),
-                                                     blocks, static_cast<unsigned long long*>(bad.get()));
-  FMOE_CUDA(cudaGetLastError());
-  FMOE_CUDA(cudaDeviceSynchronize());
-  unsigned long long n = 1;
-  bad.download(&n, 8);
-  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(device_count([&](unsigned long long* c) {
+              nvfp4_block_kernel<<<(blocks + 127) / 128, 128>>>(static_cast<const float*>(xd.get()),
+                                                                static_cast<const float*>(gd.get()), blocks, c);
+            }),
+            0u);
 }
 
-// quant_row_rcp (the per-token fp8 quantisers' 8-value step) against quant_row's IEEE division: every fp32 bit pattern
-// v for each scale s of a list (blockIdx.y) - ROW scales are max(amax, 1e-10) / 448: from 1e-10 / 448 up to
-// FLT_MAX / 448, or Inf where a value is; here those bounds, a few plain values and random mantissas over the exponent
-// range: differing codes. (Outside that range the reciprocal of s > 2^126 is subnormal and Markstein's correction
-// inexact: at s = FLT_MAX two codes of 2^32 differ, a quotient on the e4m3 subnormal tie.)
+// quant_tensor_rcp (the per-token fp8 quantisers' 8-value step, pack8_row_codes) against quant_row's IEEE division:
+// every fp32 bit pattern v for each scale s of a list (blockIdx.y) - ROW scales are max(amax, 1e-10) / 448: from
+// 1e-10 / 448 up to FLT_MAX / 448, or Inf where a value is; here those bounds, a few plain values and random mantissas
+// over the exponent range: differing codes. (Outside that range the reciprocal of s > 2^126 is subnormal and
+// Markstein's correction inexact: at s = FLT_MAX two codes of 2^32 differ, a quotient on the e4m3 subnormal tie.)
 __global__ void quant_row_rcp_kernel(const float* scales, unsigned long long* mismatches) {
   const float s = scales[blockIdx.y], inv = __frcp_rn(s);
-  unsigned long long bad = 0;
-  for (uint64_t i = blockIdx.x * static_cast<uint64_t>(blockDim.x) + threadIdx.x; i < (uint64_t{1} << 32);
-       i += static_cast<uint64_t>(gridDim.x) * blockDim.x) {
-    const float v = __uint_as_float(static_cast<uint32_t>(i));
-    bad += cuda::quant_row_rcp(v, s, inv) != cuda::quant_row(v, s);
-  }
-  if (bad) atomicAdd(mismatches, bad);
+  count_over_every_word(
+      [&](uint32_t w) {
+        const float v = __uint_as_float(w);
+        return cuda::quant_tensor_rcp(v, s, inv) != cuda::quant_row(v, s);
+      },
+      mismatches);
 }
 
 TEST(E2m1Device, QuantRowRcpEqualsTheDivisionForEveryValue) {
@@ -196,17 +200,13 @@ TEST(E2m1Device, QuantRowRcpEqualsTheDivisionForEveryValue) {
     const int ex = static_cast<int>(state % 100) - 80;  // 2^-80 .. 2^19: amax / 448 of any plausible row
     scales.push_back(std::ldexp(1.0f + mant * 0x1p-23f, ex));
   }
-  DeviceBuffer sd(scales.size() * 4), bad(8);
+  DeviceBuffer sd(scales.size() * 4);
   sd.upload(scales.data(), scales.size() * 4);
-  const unsigned long long zero = 0;
-  bad.upload(&zero, 8);
-  quant_row_rcp_kernel<<<dim3(1056, static_cast<unsigned>(scales.size())), 256>>>(static_cast<const float*>(sd.get()),
-                                                                                  static_cast<unsigned long long*>(bad.get()));
-  FMOE_CUDA(cudaGetLastError());
-  FMOE_CUDA(cudaDeviceSynchronize());
-  unsigned long long n = 1;
-  bad.download(&n, 8);
-  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(device_count([&](unsigned long long* c) {
+              quant_row_rcp_kernel<<<dim3(1056, static_cast<unsigned>(scales.size())), 256>>>(
+                  static_cast<const float*>(sd.get()), c);
+            }),
+            0u);
 }
 
 }  // namespace
