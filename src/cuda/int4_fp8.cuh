@@ -1,7 +1,7 @@
 #pragma once
 // Eight packed int4 weights -> their e5m2 codes through fp16 arithmetic (w4a8_wgmma.cu): every int4
 // value -8..7 is exact in e5m2 (and in fp16), so the fp8 tensor cores multiply the checkpoint's
-// integers.
+// integers; and the fp16 pairs on the way, the mma kernel's int4 operand (w4_gemm.cu, decode_layer_w4.cu).
 //
 // Host and device: on the device prmt and the fp16x2 add / fma are the PTX instructions, on the
 // host emulations of them, so a CPU test (tests/cpu/test_int4_fp8.cpp) checks the mapping for
@@ -98,9 +98,11 @@ FMOE_HD uint32_t h2_fma(uint32_t a, uint32_t b, uint32_t c) {
 }
 
 // x: eight int4 values, value i in bits 4i..4i+3; to_biased: the xor that makes them q + 8
-// (0x88888888 for two's complement q, 0 for values stored as q + 8). Returns the e5m2 codes of
-// nibbles 0..3 and 4..7.
-FMOE_HD Codes int4x8_to_e5m2(uint32_t x, uint32_t to_biased) {
+// (0x88888888 for two's complement q, 0 for values stored as q + 8). q[i]: the fp16x2 pair
+// (q_i, q_i+4), exactly - the mma kernel's int4 operand (w4_decode.cuh decode_word). One shift,
+// four masks with the xor folded into their constants, and four fp16 operations per 8 values (the
+// nibbles at bits 4..7 of a half are taken where they lie, as 1024 + 16 u, and scaled by 1/16).
+FMOE_HD void int4x8_to_f16_pairs(uint32_t x, uint32_t to_biased, uint32_t (&q)[4]) {
   const uint32_t ca = 0x64006400u ^ (to_biased & 0x000F000Fu), cb = 0x64006400u ^ (to_biased & 0x00F000F0u);
   const uint32_t y = x >> 8;
   const uint32_t a = (x & 0x000F000Fu) ^ ca;  // fp16 1024 + u of nibbles 0 and 4
@@ -108,9 +110,17 @@ FMOE_HD Codes int4x8_to_e5m2(uint32_t x, uint32_t to_biased) {
   const uint32_t c = (y & 0x000F000Fu) ^ ca;  // nibbles 2 and 6
   const uint32_t d = (y & 0x00F000F0u) ^ cb;  // nibbles 3 and 7
   constexpr uint32_t kMinus1032 = 0xE408E408u, kSixteenth = 0x2C002C00u, kMinus72 = 0xD480D480u;
-  const uint32_t qa = h2_add(a, kMinus1032), qc = h2_add(c, kMinus1032);
-  const uint32_t qb = h2_fma(b, kSixteenth, kMinus72), qd = h2_fma(d, kSixteenth, kMinus72);
-  const uint32_t ab = prmt(qa, qb, 0x7351u), cd = prmt(qc, qd, 0x7351u);  // codes 0 1 4 5 / 2 3 6 7
+  q[0] = h2_add(a, kMinus1032);
+  q[1] = h2_fma(b, kSixteenth, kMinus72);
+  q[2] = h2_add(c, kMinus1032);
+  q[3] = h2_fma(d, kSixteenth, kMinus72);
+}
+
+// The same eight values' e5m2 codes (the fp16 pairs' high bytes): nibbles 0..3 and 4..7.
+FMOE_HD Codes int4x8_to_e5m2(uint32_t x, uint32_t to_biased) {
+  uint32_t q[4];
+  int4x8_to_f16_pairs(x, to_biased, q);
+  const uint32_t ab = prmt(q[0], q[1], 0x7351u), cd = prmt(q[2], q[3], 0x7351u);  // codes 0 1 4 5 / 2 3 6 7
   return {prmt(ab, cd, 0x5410u), prmt(ab, cd, 0x7632u)};
 }
 

@@ -1,6 +1,7 @@
-// The W4A8 wgmma kernel's int4 -> e5m2 decode (src/cuda/int4_fp8.cuh), run on the host through its
-// prmt / fp16 emulations: every 16-bit half-word pattern in both halves of the word and both
-// storage forms, each output byte decoded independently and compared with the integer. The prmt
+// The W4A8 wgmma kernel's int4 -> e5m2 decode (src/cuda/int4_fp8.cuh) and the mma kernel's fp16 pairs,
+// run on the host through its prmt / fp16 emulations: every 16-bit half-word pattern in both halves of
+// the word and both storage forms, each output byte / half decoded independently and compared with the
+// integer. The prmt
 // emulation is checked on hand-worked selectors first, so a wrong emulation cannot make a wrong
 // decode pass (the GPU test tests/gpu/test_int4_fp8_device_gpu.cu compares device and host).
 #include <gtest/gtest.h>
@@ -53,6 +54,27 @@ TEST(Int4Fp8, E5m2EveryHalfWord) {
         const int v = uint4b8 ? raw - 8 : int4_value(x, i);
         ASSERT_EQ(e5m2_to_float(got), static_cast<float>(v))
             << (uint4b8 ? "uint4b8" : "int4") << " word " << std::hex << x << " value " << std::dec << i << " code " << got;
+      }
+    }
+}
+
+// The fp16 pairs on the way (the mma kernel's int4 operand, w4_decode.cuh decode_word): pair i holds values i
+// (low half) and i + 4 (high half) exactly, both storage forms, every half-word pattern.
+TEST(Int4Fp8, F16PairsEveryHalfWord) {
+  using cuda::int4fp8::host::half_to_float;
+  EXPECT_EQ(half_to_float(0xC700u), -7.0f);  // the reference decode itself
+  EXPECT_EQ(half_to_float(0x3C00u), 1.0f);
+  for (bool uint4b8 : {false, true})
+    for (uint32_t h = 0; h < 65536; ++h) {
+      const uint32_t x = h | (((h * 40503u) & 0xFFFFu) << 16);
+      uint32_t q[4];
+      cuda::int4fp8::int4x8_to_f16_pairs(x, uint4b8 ? 0u : 0x88888888u, q);
+      for (int i = 0; i < 8; ++i) {
+        const uint32_t half = (q[i & 3] >> (i < 4 ? 0 : 16)) & 0xFFFFu;
+        const int raw = static_cast<int>((x >> (4 * i)) & 0xFu);
+        const int v = uint4b8 ? raw - 8 : int4_value(x, i);
+        ASSERT_EQ(half_to_float(half), static_cast<float>(v))
+            << (uint4b8 ? "uint4b8" : "int4") << " word " << std::hex << x << " value " << std::dec << i << " half " << half;
       }
     }
 }
