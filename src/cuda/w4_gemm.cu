@@ -18,7 +18,8 @@
 //   e2m1 -> bf16: sign to bit 15, the three exponent/mantissa bits to bits 8..6; read as bf16 that
 //     is the e2m1 value times 2^-126 (code 1 = 0.5 lands on a subnormal, exactly), so one bf16
 //     multiply (they keep subnormals) by the block scale x 2^(126 - 10); the fp32 sums x 2^10.
-//   int4 -> fp16: (q + 8) | 0x6400 is the fp16 1024 + q + 8; minus 1032 is q. A 128-wide chunk
+//   int4 -> fp16: (q + 8) | 0x6400 is the fp16 1024 + q + 8; minus 1032 is q (an odd nibble, at bits 4..7 of a
+//     half, reads as 1024 + 16 (q + 8): times 1/16 minus 72; int4_fp8.cuh). A 128-wide chunk
 //     of k is one scale group of every row, so its MMA sums (of exact products) are multiplied
 //     by the group scale in fp32: no fp16 range limit on the scales in this kernel.
 #include <cuda_bf16.h>
