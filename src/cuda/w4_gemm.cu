@@ -163,7 +163,7 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // NVFP4's kFullK instance (below) at 5 blocks per SM: 88 registers, no spill; held to 6 it spilled 16 bytes in the k
 // loop and gained less (bench/results/2026-11-28-h200-w4-full-k r4).
 template <int F, int NT, bool kTail, bool kLean, bool kFullK = false>
-constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 && !kTail && kLean ? 6 : 0);  // 0: no minimum (other instances)
+constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 && !kTail && kLean ? 6 : (F == kInt4 && NT == 1 ? 5 : 0));  // 0: no minimum (other instances)
 // kAct (w4_mma_gemm1_activation: e2m1 lean 8-token tiles, bf16 activations without quantisation, gated
 // activations): a warp's fragment rows g are the gate rows and rows g + 8 the up rows of 8 activation outputs, so each
 // lane holds the gate and up sums of one output for two tokens, and the epilogue writes GEMM2's operand with the
@@ -367,11 +367,15 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
-      float part[NT][4];
+      // W4A8: the group's sums in two sets, the word's two k16 MMAs into different ones (two dependent chains of four
+      // MMAs instead of one of eight: its 8-token tile waits on memory and on fixed-latency results, not the ALU).
+      float part[2][NT][4];
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int i = 0; i < 2; ++i)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) part[j][q] = 0.0f;
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) part[i][j][q] = 0.0f;
       uint32_t s2[2][2];  // rows g, g + 8; nvfp4: its two 16-blocks
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
@@ -401,20 +405,23 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
           else permute_b(x, b);
           const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
           const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
-          float (&dst)[4] = F == kInt4 ? part[j] : acc[j];
+          float (&dst)[4] = F == kInt4 ? part[0][j] : acc[j];
+          float (&dst2)[4] = F == kInt4 && NT == 1 ? part[1][j] : dst;
           mma16816<F>(dst, a0, b[0], b[1]);
-          mma16816<F>(dst, a1, b[2], b[3]);
+          mma16816<F>(dst2, a1, b[2], b[3]);
         }
       }
       if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
         const float s_lo = __uint_as_float(s2[0][0]), s_hi = __uint_as_float(s2[1][0]);
 #pragma unroll
-        for (int j = 0; j < NT; ++j) {
-          acc[j][0] = fmaf(part[j][0], s_lo, acc[j][0]);
-          acc[j][1] = fmaf(part[j][1], s_lo, acc[j][1]);
-          acc[j][2] = fmaf(part[j][2], s_hi, acc[j][2]);
-          acc[j][3] = fmaf(part[j][3], s_hi, acc[j][3]);
-        }
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < (NT == 1 ? 2 : 1); ++i) {
+            acc[j][0] = fmaf(part[i][j][0], s_lo, acc[j][0]);
+            acc[j][1] = fmaf(part[i][j][1], s_lo, acc[j][1]);
+            acc[j][2] = fmaf(part[i][j][2], s_hi, acc[j][2]);
+            acc[j][3] = fmaf(part[i][j][3], s_hi, acc[j][3]);
+          }
       }
     };
 
