@@ -163,6 +163,7 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // NVFP4's kFullK instance (below) at 5 blocks per SM: 88 registers, no spill; held to 6 it spilled 16 bytes in the k
 // loop and gained less (bench/results/2026-11-28-h200-w4-full-k r4).
 template <int F, int NT, bool kTail, bool kLean, bool kFullK = false>
+// W4A8's 8-token tile at 5 (96 registers; with its two MMA chains per group, below, ptxas took 106 on its own: 4 blocks).
 constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 && !kTail && kLean ? 6 : (F == kInt4 && NT == 1 ? 5 : 0));  // 0: no minimum (other instances)
 // kAct (w4_mma_gemm1_activation: e2m1 lean 8-token tiles, bf16 activations without quantisation, gated
 // activations): a warp's fragment rows g are the gate rows and rows g + 8 the up rows of 8 activation outputs, so each
@@ -367,8 +368,11 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
-      // W4A8: the group's sums in two sets, the word's two k16 MMAs into different ones (two dependent chains of four
-      // MMAs instead of one of eight: its 8-token tile waits on memory and on fixed-latency results, not the ALU).
+      // W4A8's 8-token tile: the group's sums in two sets, the word's two k16 MMAs into different ones (two dependent
+      // chains of four MMAs instead of one of eight: that tile waits on memory and on fixed-latency results, not the
+      // ALU; bench/results/2026-11-29-h200-w4a8-two-chains). The 16- / 32-token tiles use part[0] only (with both,
+      // the 16-token one went 136 -> 229 registers); e2m1 formats sum into acc (two sets there measured slower:
+      // bench/results/2026-11-29-h200-e2m1-two-acc).
       float part[2][NT][4];
 #pragma unroll
       for (int i = 0; i < 2; ++i)
