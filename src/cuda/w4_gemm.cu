@@ -178,11 +178,14 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // the chain per warp took gpt-oss-120b W4A4's GEMM2 stage from 17.3 to 14.1 us at one token (H200,
 // bench/results/2026-11-28-h200-w4-split) - not half: the chain is not all of it. MXFP4 there (its tail instance, k =
 // 2880) measured 1.00-1.04x slower split and keeps one k range.
+// kDeep (W4A8's 2-stage 8-token tile on grids of many rounds, w4a8_stage_ahead): a stage's activations loaded a stage
+// ahead (see kDeepX below), 126 registers: 4 blocks per SM.
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
-          bool kSplit = false, int kS = kStages>
-__global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
+          bool kSplit = false, int kS = kStages, bool kDeep = false>
+__global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
+  static_assert(!kDeep || (F == kInt4 && NT == 1 && kS == 2 && !kFullK && !kTail), "the stage-ahead activations: W4A8's 2-stage 8-token tile");
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   static_assert(!kSplit || (NT == 1 && !kTail && !kAct && !kFullK), "the split instances: plain 8-token tiles");
   static_assert(!kAct || (F != kInt4 && NT == 1 && kLean), "the fused activation: e2m1 lean 8-token tiles");
@@ -362,8 +365,9 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
 
     // One sub-chunk: its scales, weights from shared memory, the next sub-chunk's activations
     // into the other buffer (two named buffers, the sub loop unrolled by 2: no copies).
-    auto body = [&](int c, int sub, const Raw& raw, const uint8_t* buf, uint4 (&xa)[NT][4], uint4 (&xn)[NT][4]) {
-      load_x(c * kSubs + sub + 1, xn);
+    auto body = [&](int c, int sub, const Raw& raw, const uint8_t* buf, uint4 (&xa)[NT][4], uint4 (&xn)[NT][4],
+                    bool prefetch) {
+      if (prefetch) load_x(c * kSubs + sub + 1, xn);
       uint4 wv[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -432,8 +436,12 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
     Raw sring[kS];
 #pragma unroll
     for (int d = 0; d < kS - 1; ++d) issue_stage(c_begin + d, d, sring[d]);
-    uint4 xa[NT][4], xb[NT][4];
+    // kDeep: a stage's two sub-chunks of activations are loaded when the stage before starts (two buffer pairs, by
+    // stage parity) instead of one sub-chunk ahead.
+    constexpr bool kDeepX = kDeep;
+    uint4 xa[NT][4], xb[NT][4], xc[NT][4], xd[NT][4];
     load_x(c_begin * kSubs, xa);
+    if constexpr (kDeepX) load_x(c_begin * kSubs + 1, xb);
     for (int c0 = c_begin; c0 < c_end; c0 += kS) {
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
@@ -443,10 +451,25 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
         cp_async_wait<kS - 1>();  // stage c has landed (this lane's copies)
         __syncwarp();                  // ... and every lane's
         const uint8_t* buf = wsm + u * kWarpStageBytes;
+        if constexpr (kDeepX) {
+          static_assert(kSubs == 2, "a stage's two sub-chunks");
+          if ((u & 1) == 0) {
+            load_x((c + 1) * kSubs, xc);
+            load_x((c + 1) * kSubs + 1, xd);
+            body(c, 0, sring[u], buf, xa, xb, false);
+            body(c, 1, sring[u], buf, xb, xa, false);
+          } else {
+            load_x((c + 1) * kSubs, xa);
+            load_x((c + 1) * kSubs + 1, xb);
+            body(c, 0, sring[u], buf, xc, xd, false);
+            body(c, 1, sring[u], buf, xd, xc, false);
+          }
+        } else {
 #pragma unroll 1
-        for (int sub = 0; sub < kSubs; sub += 2) {  // not unrolled further: registers (at 4 sub-chunks: 255 + spills)
-          body(c, sub, sring[u], buf, xa, xb);
-          body(c, sub + 1, sring[u], buf, xb, xa);
+          for (int sub = 0; sub < kSubs; sub += 2) {  // not unrolled further: registers (at 4 sub-chunks: 255 + spills)
+            body(c, sub, sring[u], buf, xa, xb, true);
+            body(c, sub + 1, sring[u], buf, xb, xa, true);
+          }
         }
         __syncwarp();  // the buffer is refilled by a later issue_stage
       }
@@ -466,7 +489,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
           for (int i = 1; i < kS; ++i)
             if (u == i) r = sring[i];
         }
-        body(stages, 0, r, wsm + u * kWarpStageBytes, xa, xb);
+        body(stages, 0, r, wsm + u * kWarpStageBytes, xa, xb, true);
       }
     }
     cp_async_wait<0>();
@@ -593,20 +616,17 @@ int sms_or_device(int sm_count) {
   FUSEDMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   return sms;
 }
-template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS>
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kDeep = false>
 void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
   constexpr int kBytes = smem_bytes(kS);
-  opt_in_dynamic_smem<w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>>(kBytes);
-  if (pdl) {
-    launch_chained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>, grid, dim3(kWarps * 32), kBytes,
-                   stream, p, act);
-  } else {
-    launch_unchained(w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS>, grid, dim3(kWarps * 32), kBytes,
-                     stream, p, act);
-  }
+  constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kDeep>;
+  opt_in_dynamic_smem<kernel>(kBytes);
+  if (pdl) launch_chained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
+  else launch_unchained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
 }
 // One instance: its shared-memory opt-in (once per device) and the launch (chained unless the grid is under a wave).
-template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false>
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false,
+          bool kDeep = false>
 void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, const ActArg<kAct>& act = {}) {
   if constexpr (kSplit) grid.z = 2;
   if constexpr (NT == 1) {
@@ -616,9 +636,21 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
                                                 warps <= kFewWarpsPerSm * sms && p.k >= kFewStagesMinK);
     const bool pdl = !(under_wave && few_nopdl_on());
     if (three) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, 3>(p, grid, stream, act, pdl);
-    return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, pdl);
+    return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, kDeep>(p, grid, stream, act, pdl);
   }
   launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, true);
+}
+// W4A8's 8-token tile with its activations a stage ahead (kDeep: 4 blocks per SM instead of 5) where the grid is at
+// least kStageAheadMinRounds rounds of 5 blocks per SM: measured (bench/results/2026-11-29-h200-w4a8-stage-ahead) faster
+// on grids of many rounds (DeepSeek-V3 TP1 8 / 64 tokens 0.977 / 0.990, Qwen3-30B-A3B 64 tokens 0.963) and slower on
+// Qwen3-30B-A3B's 8-token GEMM1 (1.036: 2 rounds at 5 blocks per SM, 3 at 4). Same instructions on the same data in the
+// same order: the same bits. FUSEDMOE_W4A8_STAGE_AHEAD=0: never.
+constexpr int64_t kStageAheadMinRounds = 4;
+bool w4a8_stage_ahead(dim3 grid, int sms) {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4A8_STAGE_AHEAD");
+  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
+  // A 3-stage grid (few warps, launch_instance) never qualifies: it is under one round.
+  return on && blocks >= kStageAheadMinRounds * 5 * sms;
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
@@ -632,6 +664,9 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
   }
   if constexpr (kZp) {
     if (!zero_page_on()) return launch_instance<F, NT, kTail, false, false>(p, grid, stream, sms);
+  }
+  if constexpr (F == kInt4 && NT == 1) {
+    if (w4a8_stage_ahead(grid, sms)) return launch_instance<F, 1, false, true, false, false, false, false, true>(p, grid, stream, sms);
   }
   launch_instance<F, NT, kTail, true, false>(p, grid, stream, sms);
 }
