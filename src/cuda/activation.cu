@@ -246,15 +246,12 @@ __global__ void __launch_bounds__(kNvfp4FlatThreads) quantise_bf16_nvfp4_flat_ke
       const int64_t w0 = b0 + u * stride;  // the warp's first block of this half (uniform)
       if (w0 >= total) break;
       const int64_t i = w0 + lane;
-      float v[16];
+      float v[16], x[8];
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const uint32_t q[4] = {raw[u][h].x, raw[u][h].y, raw[u][h].z, raw[u][h].w};
+        bf16x8_to_float(raw[u][h], x);
 #pragma unroll
-        for (int j = 0; j < 4; ++j) {
-          v[8 * h + 2 * j] = __uint_as_float(q[j] << 16);
-          v[8 * h + 2 * j + 1] = __uint_as_float(q[j] & 0xffff0000u);
-        }
+        for (int j = 0; j < 8; ++j) v[8 * h + j] = x[j];
       }
       nvfp4_block_values(v, gs[u]);
       float lo[8], hi[8];

@@ -179,7 +179,7 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // bench/results/2026-11-28-h200-w4-split) - not half: the chain is not all of it. MXFP4 there (its tail instance, k =
 // 2880) measured 1.00-1.04x slower split and keeps one k range.
 // kDeep (W4A8's 2-stage 8-token tile on grids of many rounds, w4a8_stage_ahead): a stage's activations loaded a stage
-// ahead (see kDeepX below), 126 registers: 4 blocks per SM.
+// ahead (see xa .. xd below), 126 registers: 4 blocks per SM.
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
           bool kSplit = false, int kS = kStages, bool kDeep = false>
 __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
@@ -436,12 +436,11 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
     Raw sring[kS];
 #pragma unroll
     for (int d = 0; d < kS - 1; ++d) issue_stage(c_begin + d, d, sring[d]);
-    // kDeep: a stage's two sub-chunks of activations are loaded when the stage before starts (two buffer pairs, by
-    // stage parity) instead of one sub-chunk ahead.
-    constexpr bool kDeepX = kDeep;
+    // kDeep: a stage's two sub-chunks of activations are loaded when the stage before starts (two buffer pairs xa xb /
+    // xc xd, by stage parity) instead of one sub-chunk ahead (xc xd unused otherwise).
     uint4 xa[NT][4], xb[NT][4], xc[NT][4], xd[NT][4];
     load_x(c_begin * kSubs, xa);
-    if constexpr (kDeepX) load_x(c_begin * kSubs + 1, xb);
+    if constexpr (kDeep) load_x(c_begin * kSubs + 1, xb);
     for (int c0 = c_begin; c0 < c_end; c0 += kS) {
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
@@ -451,7 +450,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
         cp_async_wait<kS - 1>();  // stage c has landed (this lane's copies)
         __syncwarp();                  // ... and every lane's
         const uint8_t* buf = wsm + u * kWarpStageBytes;
-        if constexpr (kDeepX) {
+        if constexpr (kDeep) {
           static_assert(kSubs == 2, "a stage's two sub-chunks");
           if ((u & 1) == 0) {
             load_x((c + 1) * kSubs, xc);
@@ -643,14 +642,16 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
 // W4A8's 8-token tile with its activations a stage ahead (kDeep: 4 blocks per SM instead of 5) where the grid is at
 // least kStageAheadMinRounds rounds of 5 blocks per SM: measured (bench/results/2026-11-29-h200-w4a8-stage-ahead) faster
 // on grids of many rounds (DeepSeek-V3 TP1 8 / 64 tokens 0.977 / 0.990, Qwen3-30B-A3B 64 tokens 0.963) and slower on
-// Qwen3-30B-A3B's 8-token GEMM1 (1.036: 2 rounds at 5 blocks per SM, 3 at 4). Same instructions on the same data in the
-// same order: the same bits. FUSEDMOE_W4A8_STAGE_AHEAD=0: never.
+// Qwen3-30B-A3B's 8-token GEMM1 (1.036: 2 rounds at 5 blocks per SM, 3 at 4). Same arithmetic in the same order, only
+// the loads earlier: the same bits (the A/B's oracle errors equal on and off at all 7 points,
+// bench/results/2026-11-29-h200-w4a8-stage-ahead-rule). FUSEDMOE_W4A8_STAGE_AHEAD=0: never.
 constexpr int64_t kStageAheadMinRounds = 4;
 bool w4a8_stage_ahead(dim3 grid, int sms) {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4A8_STAGE_AHEAD");
+  constexpr int64_t kBlocksPerSm = kLeanMinBlocks<kInt4, 1, false, false>;  // the plain tile's
   const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
   // A 3-stage grid (few warps, launch_instance) never qualifies: it is under one round.
-  return on && blocks >= kStageAheadMinRounds * 5 * sms;
+  return on && blocks >= kStageAheadMinRounds * kBlocksPerSm * sms;
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {

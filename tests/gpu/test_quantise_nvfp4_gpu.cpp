@@ -16,6 +16,7 @@
 #include "cuda/w4_kperm.cuh"
 #include "fusedmoe/codecs.hpp"
 #include "gpu/gpu_test_util.hpp"
+#include "gpu/w4_act_inputs.hpp"
 
 namespace fusedmoe::gputest {
 namespace {
@@ -74,12 +75,8 @@ void check(const Nvfp4RowsCase& c, int grid) {
   for (int64_t r = 0; r < c.max_rows; ++r) row_expert[r] = static_cast<int32_t>(rng() % 3);
   const int32_t rows32 = static_cast<int32_t>(rows);
 
-  DeviceBuffer act_d(act.size() * 2), out_d(act.size() * 2), rows_d(4), expert_d(row_expert.size() * 4),
-      scale_d(in_scale.size() * 4);
-  act_d.upload(act.data(), act.size() * 2);
-  rows_d.upload(&rows32, 4);
-  expert_d.upload(row_expert.data(), row_expert.size() * 4);
-  scale_d.upload(in_scale.data(), in_scale.size() * 4);
+  DeviceBuffer act_d = to_device(act), out_d(act.size() * 2), rows_d = to_device(std::vector<int32_t>{rows32}),
+               expert_d = to_device(row_expert), scale_d = to_device(in_scale);
   FMOE_CUDA(cudaMemset(out_d.get(), 0xA5, out_d.bytes()));
 
   cuda::ActivationParams p;
