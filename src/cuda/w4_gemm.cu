@@ -110,6 +110,12 @@ constexpr int kWarpStageBytes = 16 * kRowPitch;
 constexpr int kTableBytes = 256 * 4;
 // A block's shared memory: the table and its warps' stage rings of kS stages.
 constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStageBytes; }
+// kSx (W4A8's 8-token tile): a stage's activations, 8 token rows of 256 fp16 values, one copy per block after the
+// warps' weight rings.
+// Four buffers (stage c in c % 4), so that stage c + 1 is copied while stage c is waited for without a barrier between:
+// its buffer was last read for stage c - 3, which every warp finished before the block barrier of stage c - 1.
+constexpr int kXRowBytes = kSubs * 128 * 2, kXStageBytes = 8 * kXRowBytes, kXBuffers = 4;  // a power of two
+constexpr int smem_bytes_sx(int kS) { return smem_bytes(kS) + kXBuffers * kXStageBytes; }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
@@ -178,14 +184,23 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // the chain per warp took gpt-oss-120b W4A4's GEMM2 stage from 17.3 to 14.1 us at one token (H200,
 // bench/results/2026-11-28-h200-w4-split) - not half: the chain is not all of it. MXFP4 there (its tail instance, k =
 // 2880) measured 1.00-1.04x slower split and keeps one k range.
-// kDeep (W4A8's 2-stage 8-token tile on grids of many rounds, w4a8_stage_ahead): a stage's activations loaded a stage
-// ahead (see xa .. xd below), 126 registers: 4 blocks per SM.
+// kSx (the 2-stage 8-token tiles: W4A8's, the e2m1 lean plain and fused-activation ones; smem_x_on): the
+// activations travel with the weight stages - each warp copies a quarter of a stage's 8 token rows (tokens 2 warp,
+// 2 warp + 1; rows past the expert's not at all) into one block-wide ring of kXBuffers by cp.async, in the stage's commit
+// group, and a block barrier per stage (every warp's copies of the stage landed) replaces the warp's: the activations are
+// in shared memory a stage ahead, with no registers held for them, where the plain tiles load each sub-chunk's into
+// registers one sub-chunk ahead and wait for them (W4A8: the first MMA of a sub-chunk, ncu source counters in
+// bench/results/2026-11-29-h200-w4a8-source-stalls; a stage ahead in registers took 126 registers). Chunks of 16 bytes
+// (c = 0..31 of a token row, values 8c..8c+7) sit at c ^ (2 ((c >> 3) & 1) ^ (g & 1)): a quarter-warp's LDS.128
+// (tokens g, g + 1, lanes t = 0..3) then hits 8 distinct 16-byte bank groups. Same MMAs on the same values in the same
+// order as the plain tiles: the same bits.
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
-          bool kSplit = false, int kS = kStages, bool kDeep = false>
-__global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
+          bool kSplit = false, int kS = kStages, bool kSx = false>
+__global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
-  static_assert(!kDeep || (F == kInt4 && NT == 1 && kS == 2 && !kFullK && !kTail), "the stage-ahead activations: W4A8's 2-stage 8-token tile");
+  static_assert(!kSx || (NT == 1 && kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || kLean)),
+                "the shared-memory activations: 2-stage 8-token tiles");
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   static_assert(!kSplit || (NT == 1 && !kTail && !kAct && !kFullK), "the split instances: plain 8-token tiles");
   static_assert(!kAct || (F != kInt4 && NT == 1 && kLean), "the fused activation: e2m1 lean 8-token tiles");
@@ -202,11 +217,16 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
   const int n = static_cast<int>(p.n), k = static_cast<int>(p.k), hk = k / 2;
   int n0 = 0;
+  bool store_rows = true;  // kSx: false for a warp past n
   // kAct: outputs nb .. nb + 7; their gate rows rb[0] + i * rstride and up rows rb[1] + i * rstride (i < 8).
   int nb = 0, rb[2] = {0, 0}, rstride = 1;
   if constexpr (kAct) {
     nb = (static_cast<int>(blockIdx.x) * kWarps + warp) * 8;
-    if (nb >= act.N) return;  // act.N % 8 == 0 (w4_mma_act_refusal)
+    if constexpr (kSx) {
+      if (nb >= act.N) nb = act.N - 8, store_rows = false;  // as n0 below
+    } else {
+      if (nb >= act.N) return;  // act.N % 8 == 0 (w4_mma_act_refusal)
+    }
     int64_t gi, ui;
     gate_up_columns(act, nb, gi, ui);
     rb[0] = static_cast<int>(gi);
@@ -214,7 +234,13 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
     rstride = act.interleaved ? 2 : 1;
   } else {
     n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
-    if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
+    if constexpr (kSx) {
+      // Every warp copies its quarter of the activations and meets the block barriers: a warp past n computes the
+      // last 16 rows again and stores nothing.
+      if (n0 >= n) n0 = n - 16, store_rows = false;
+    } else {
+      if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
+    }
   }
   const int row0 = er.row0, rows = er.row_end - row0;
   const int all_stages = (k + kSubs * 128 - 1) / (kSubs * 128);
@@ -281,8 +307,31 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
   struct Raw {
     RawWord w[2];
   };
+  // kSx: the block's activation ring and this lane's LDS.128 addresses of its 32 values of a sub-chunk (token g, values
+  // t * 32 + 8 q .. + 7 at xaddr[q], plus the stage and sub-chunk offsets).
+  const uint32_t xsm = static_cast<uint32_t>(__cvta_generic_to_shared(smem + smem_bytes(kS)));
+  uint32_t xbase = 0, xswz = 0;  // chunk q of the lane's 64 bytes at xbase + ((q << 4) ^ xswz)
+  if constexpr (kSx) {
+    xbase = xsm + g * kXRowBytes + t * 64;
+    xswz = static_cast<uint32_t>(((t >> 1) << 1) ^ (g & 1)) << 4;
+  }
+  int x_tok0 = 0;  // kSx: the current 8-token pass (the activation copies' rows)
   // Stage c -> buffer buf (always commits a group; past the last stage it copies nothing).
   auto issue_stage = [&](int c, int buf, Raw& raw) {
+    if constexpr (kSx) {  // tokens 2 warp + i, 16-byte chunk `lane` of the stage's 256 values; zeros past k
+      const int kk = c * (kSubs * 128) + lane * 8;
+      const bool xv = kk < k;
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        // Token rows past the expert's are not copied: their columns of the MMA are computed from whatever the buffer
+        // holds and never stored (a column's sums depend on its own token only).
+        const int tok = 2 * warp + i;
+        if (x_tok0 + tok >= rows) break;
+        const uint16_t* src = p.a + static_cast<int64_t>(row0 + x_tok0 + tok) * k + (xv ? kk : 0);
+        const uint32_t phys = static_cast<uint32_t>(lane ^ ((((lane >> 3) & 1) << 1) ^ (tok & 1)));
+        cp_async16(xsm + ((c & (kXBuffers - 1)) * kXStageBytes) + tok * kXRowBytes + phys * 16, src, xv);
+      }
+    }
     const int byte = c * kStageRowBytes;
     const bool kv = byte + cbyte < hk;  // this lane's 16 bytes lie inside the rows (so c < stages)
     const uint32_t dst = wdst + buf * kWarpStageBytes;
@@ -368,6 +417,14 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
     auto body = [&](int c, int sub, const Raw& raw, const uint8_t* buf, uint4 (&xa)[NT][4], uint4 (&xn)[NT][4],
                     bool prefetch) {
       if (prefetch) load_x(c * kSubs + sub + 1, xn);
+      if constexpr (kSx) {  // this sub-chunk's activations from the block's ring (stage c in buffer c % 2)
+        const uint32_t off = static_cast<uint32_t>(((c & (kXBuffers - 1)) * kXStageBytes) + sub * 256);
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                       : "=r"(xa[0][q].x), "=r"(xa[0][q].y), "=r"(xa[0][q].z), "=r"(xa[0][q].w)
+                       : "r"(xbase + off + ((static_cast<uint32_t>(q) << 4) ^ xswz)));
+      }
       uint4 wv[2];
 #pragma unroll
       for (int h = 0; h < 2; ++h)
@@ -434,13 +491,14 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
     };
 
     Raw sring[kS];
+    if constexpr (kSx) {
+      x_tok0 = tok0;
+      __syncthreads();  // every warp is done with the ring's buffers of the pass before
+    }
 #pragma unroll
     for (int d = 0; d < kS - 1; ++d) issue_stage(c_begin + d, d, sring[d]);
-    // kDeep: a stage's two sub-chunks of activations are loaded when the stage before starts (two buffer pairs xa xb /
-    // xc xd, by stage parity) instead of one sub-chunk ahead (xc xd unused otherwise).
-    uint4 xa[NT][4], xb[NT][4], xc[NT][4], xd[NT][4];
-    load_x(c_begin * kSubs, xa);
-    if constexpr (kDeep) load_x(c_begin * kSubs + 1, xb);
+    uint4 xa[NT][4], xb[NT][4];
+    if constexpr (!kSx) load_x(c_begin * kSubs, xa);
     for (int c0 = c_begin; c0 < c_end; c0 += kS) {
 #pragma unroll
       for (int u = 0; u < kS; ++u) {
@@ -448,21 +506,13 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
         if (c >= c_end) break;
         issue_stage(c + kS - 1, (u + kS - 1) % kS, sring[(u + kS - 1) % kS]);
         cp_async_wait<kS - 1>();  // stage c has landed (this lane's copies)
-        __syncwarp();                  // ... and every lane's
+        if constexpr (kSx) __syncthreads();  // ... and every lane's of the block (its activation quarters)
+        else __syncwarp();                   // ... and every lane's
         const uint8_t* buf = wsm + u * kWarpStageBytes;
-        if constexpr (kDeep) {
+        if constexpr (kSx) {
           static_assert(kSubs == 2, "a stage's two sub-chunks");
-          if ((u & 1) == 0) {
-            load_x((c + 1) * kSubs, xc);
-            load_x((c + 1) * kSubs + 1, xd);
-            body(c, 0, sring[u], buf, xa, xb, false);
-            body(c, 1, sring[u], buf, xb, xa, false);
-          } else {
-            load_x((c + 1) * kSubs, xa);
-            load_x((c + 1) * kSubs + 1, xb);
-            body(c, 0, sring[u], buf, xc, xd, false);
-            body(c, 1, sring[u], buf, xd, xc, false);
-          }
+          body(c, 0, sring[u], buf, xa, xb, false);
+          body(c, 1, sring[u], buf, xa, xb, false);
         } else {
 #pragma unroll 1
           for (int sub = 0; sub < kSubs; sub += 2) {  // not unrolled further: registers (at 4 sub-chunks: 255 + spills)
@@ -499,7 +549,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
 #pragma unroll
       for (int q = 0; q < 2; ++q) {
         const int tok = tok0 + 2 * t + q;
-        if (tok >= rows) continue;
+        if (tok >= rows || (kSx && !store_rows)) continue;
         const int64_t r = row0 + tok;
         // This lane's output and its gate / up columns, recomputed here rather than held through the k loop (at 80
         // registers, held, they spilled).
@@ -520,7 +570,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || kDeep ? 4 : kLeanMinBlo
           const int col = n0 + g + (q >= 2 ? 8 : 0);
           const int tok = tok0 + j * 8 + 2 * t + (q & 1);
           float* const d = kSplit && blockIdx.z != 0 ? p.d2 : p.d;
-          if (tok < rows) d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
+          if (tok < rows && (!kSx || store_rows)) d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
         }
     }
   }
@@ -615,17 +665,17 @@ int sms_or_device(int sm_count) {
   FUSEDMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   return sms;
 }
-template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kDeep = false>
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kSx = false>
 void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
-  constexpr int kBytes = smem_bytes(kS);
-  constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kDeep>;
+  constexpr int kBytes = kSx ? smem_bytes_sx(kS) : smem_bytes(kS);
+  constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx>;
   opt_in_dynamic_smem<kernel>(kBytes);
   if (pdl) launch_chained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
   else launch_unchained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
 }
 // One instance: its shared-memory opt-in (once per device) and the launch (chained unless the grid is under a wave).
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false,
-          bool kDeep = false>
+          bool kSx = false>
 void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, const ActArg<kAct>& act = {}) {
   if constexpr (kSplit) grid.z = 2;
   if constexpr (NT == 1) {
@@ -634,32 +684,41 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
     const bool three = g_forced_stages == 3 || (g_forced_stages == 0 && few_stages_on() &&
                                                 warps <= kFewWarpsPerSm * sms && p.k >= kFewStagesMinK);
     const bool pdl = !(under_wave && few_nopdl_on());
+    if constexpr (kSx) {  // the 3-stage grids keep the register form (kSx has two stages)
+      if (!three) return launch_staged<F, NT, kTail, kZp, kLean, false, kAct, kSplit, kStages, true>(p, grid, stream, act, pdl);
+    }
     if (three) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, 3>(p, grid, stream, act, pdl);
-    return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, kDeep>(p, grid, stream, act, pdl);
+    return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, pdl);
   }
   launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, true);
 }
-// W4A8's 8-token tile with its activations a stage ahead (kDeep: 4 blocks per SM instead of 5) where the grid is at
-// least kStageAheadMinRounds rounds of 5 blocks per SM: measured (bench/results/2026-11-29-h200-w4a8-stage-ahead) faster
-// on grids of many rounds (DeepSeek-V3 TP1 8 / 64 tokens 0.977 / 0.990, Qwen3-30B-A3B 64 tokens 0.963) and slower on
-// Qwen3-30B-A3B's 8-token GEMM1 (1.036: 2 rounds at 5 blocks per SM, 3 at 4). Same arithmetic in the same order, only
-// the loads earlier: the same bits (the A/B's oracle errors equal on and off at all 7 points,
-// bench/results/2026-11-29-h200-w4a8-stage-ahead-rule). FUSEDMOE_W4A8_STAGE_AHEAD=0: never.
-constexpr int64_t kStageAheadMinRounds = 4;
-bool w4a8_stage_ahead(dim3 grid, int sms) {
-  static const bool on = !env_switch_is_zero("FUSEDMOE_W4A8_STAGE_AHEAD");
-  constexpr int64_t kBlocksPerSm = kLeanMinBlocks<kInt4, 1, false, false>;  // the plain tile's
-  const int64_t blocks = static_cast<int64_t>(grid.x) * grid.y * grid.z;
-  // A 3-stage grid (few warps, launch_instance) never qualifies: it is under one round.
-  return on && blocks >= kStageAheadMinRounds * kBlocksPerSm * sms;
+// The 2-stage 8-token tiles with their activations in shared memory (kSx): W4A8's; the e2m1 lean plain / fused-activation
+// ones at k <= kSxE2m1MaxK (not MXFP4's tail instance). H200 same-binary A/B (bench/results/2026-11-29-h200-w4-smem-x):
+// W4A8 GEMMs 0.81-0.98 at 8-64 tokens (Qwen3-30B-A3B k = 768 / 2048, DeepSeek-V3 TP1 2048 / 7168); e2m1 GEMMs at
+// k = 768 / 2048 0.89-0.99, but at k = 2880 (gpt-oss-120b; NVFP4 plain, MXFP4 tail) 1.00-1.06 and at 7168 (DeepSeek-V3
+// TP1 GEMM1, in place of kFullK) 1.04-1.05 - those keep the register form. FUSEDMOE_W4_SMEM_X=0: never. Tests force
+// either form (w4_mma_force_smem_x; forced, the k limit does not apply).
+constexpr int64_t kSxE2m1MaxK = 2048;
+int g_forced_sx = 0;  // 0: the rule, 1: never, 2: wherever an instance exists
+template <int F>
+bool smem_x_on(const Params& p) {
+  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_SMEM_X");
+  if (g_forced_sx != 0) return g_forced_sx == 2;
+  return on && (F == kInt4 || p.k <= kSxE2m1MaxK);
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
   constexpr bool kZp = kZeroPageLoads<F, NT, kTail>;
   if constexpr (kLean) {
     if constexpr (F != kInt4 && NT == 1 && !kTail) {
-      if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on())
-        return launch_instance<F, NT, false, false, true, true>(p, grid, stream, sms);
+      // kSx (forced at kFullK's k in tests: the kFullK flag then still picks the 3-stage instance where
+      // launch_instance takes one).
+      const bool full_k = p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on();
+      if (smem_x_on<F>(p)) {
+        if (full_k) return launch_instance<F, NT, false, false, true, true, false, false, true>(p, grid, stream, sms);
+        return launch_instance<F, NT, false, kZp, true, false, false, false, true>(p, grid, stream, sms);
+      }
+      if (full_k) return launch_instance<F, NT, false, false, true, true>(p, grid, stream, sms);
     }
     return launch_instance<F, NT, kTail, kZp, true>(p, grid, stream, sms);
   }
@@ -667,7 +726,7 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
     if (!zero_page_on()) return launch_instance<F, NT, kTail, false, false>(p, grid, stream, sms);
   }
   if constexpr (F == kInt4 && NT == 1) {
-    if (w4a8_stage_ahead(grid, sms)) return launch_instance<F, 1, false, true, false, false, false, false, true>(p, grid, stream, sms);
+    if (smem_x_on<F>(p)) return launch_instance<F, 1, false, true, false, false, false, false, true>(p, grid, stream, sms);
   }
   launch_instance<F, NT, kTail, true, false>(p, grid, stream, sms);
 }
@@ -719,8 +778,12 @@ bool mma_act_on() {
 }
 template <int F>
 void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cudaStream_t stream, int sms) {
-  if (p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on())
-    return launch_instance<F, 1, false, false, true, true, true>(p, grid, stream, sms, act);
+  const bool full_k = p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on();
+  if (smem_x_on<F>(p)) {
+    if (full_k) return launch_instance<F, 1, false, false, true, true, true, false, true>(p, grid, stream, sms, act);
+    return launch_instance<F, 1, false, false, true, false, true, false, true>(p, grid, stream, sms, act);
+  }
+  if (full_k) return launch_instance<F, 1, false, false, true, true, true>(p, grid, stream, sms, act);
   launch_instance<F, 1, false, false, true, false, true>(p, grid, stream, sms, act);
 }
 
@@ -732,6 +795,11 @@ int tokens_per_pass(int64_t max_rows, int groups) {
 }
 
 }  // namespace
+
+void w4_mma_force_smem_x(int mode) {
+  if (mode < 0 || mode > 2) throw Error("w4_mma_force_smem_x: mode must be 0, 1 or 2, got " + std::to_string(mode));
+  g_forced_sx = mode;
+}
 
 void w4_mma_force_stages(int stages) {
   if (stages != 0 && stages != 2 && stages != 3)

@@ -101,8 +101,8 @@ TEST_P(W4Gpu, DecodeSizesMatchOracle) {
     EXPECT_EQ(cuda::w4_mma_split_pays(w2, 8, split.M * split.topk, device_sm_count()), expect) << "N " << N;
     check_against_oracle(split, make_layer(split), make_inputs(split, split.E));
   }
-  // W4A8 on a grid of many rounds (N = 1280: GEMM1's 2560 rows x 128 experts with ~4 rows each, 5120 blocks): its
-  // 8-token tile with the activations a stage ahead (w4_gemm.cu w4a8_stage_ahead; GEMM2 here takes the plain one).
+  // W4A8 on a grid of many rounds (N = 1280: GEMM1's 2560 rows x 128 experts with ~4 rows each, 5120 blocks; added for
+  // the stage-ahead instance of 2026-11-29, since replaced by the shared-memory activations, w4_gemm.cu kSx).
   if (w.format == Format::W4A8_INT4) {
     const Case wide = make_w4_case(w, 64, 256, 1280, 128, 8, 19 + 1000 * GetParam());
     check_against_oracle(wide, make_layer(wide), make_inputs(wide, wide.E));

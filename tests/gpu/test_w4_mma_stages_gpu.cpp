@@ -4,6 +4,9 @@
 // without its k split in two, W4A8 int4 and uint4b8), the GEMM1 + activation (kAct) instances, linear and swizzled
 // scales, k with full and partial last stages, empty experts and 1..8 rows per expert. Both runs are forced
 // (w4_mma_force_stages); the outputs start from different poison bytes, so an element either run skips fails.
+// Likewise the 2-stage 8-token tiles with their activations in shared memory (kSx, w4_mma_force_smem_x) against the
+// register form, both on two stages: plain, kFullK-size k and fused-activation cases, a warp past n, two passes of one
+// expert (13 rows).
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -20,10 +23,25 @@
 namespace fusedmoe::gputest {
 namespace {
 
-// Restores the rule when a test ends (also on failure).
-struct ForcedStages {
-  explicit ForcedStages(int s) { cuda::w4_mma_force_stages(s); }
-  ~ForcedStages() { cuda::w4_mma_force_stages(0); }
+// What a case compares: stage counts (2 against 3), or the activations in registers against shared memory (both on
+// two stages).
+enum class Knob { STAGES, SMEM_X };
+// Forces the reference (ref = true) or the tested setting of the knob; restores the rules when a scope ends (also on
+// failure).
+struct Forced {
+  Knob knob;
+  Forced(Knob k, bool ref) : knob(k) {
+    if (k == Knob::STAGES) {
+      cuda::w4_mma_force_stages(ref ? 2 : 3);
+    } else {
+      cuda::w4_mma_force_stages(2);
+      cuda::w4_mma_force_smem_x(ref ? 1 : 2);
+    }
+  }
+  ~Forced() {
+    cuda::w4_mma_force_stages(0);
+    cuda::w4_mma_force_smem_x(0);
+  }
 };
 
 struct StageCase {
@@ -49,15 +67,17 @@ void expect_same(const DeviceBuffer& want_d, const DeviceBuffer& got_d, size_t n
     std::memcpy(&a, &want[i], 4);
     std::memcpy(&b, &got[i], 4);
     nonzero += a != 0;
-    if (a != b && ++bad <= 5) ADD_FAILURE() << what << ": word " << i / 4 << " differs (2 stages " << a << ", 3 stages " << b << ")";
+    if (a != b && ++bad <= 5) ADD_FAILURE() << what << ": word " << i / 4 << " differs (reference " << a << ", tested " << b << ")";
   }
   EXPECT_EQ(bad, 0) << what;
   EXPECT_GT(nonzero, static_cast<int>(n / 8)) << what << ": the reference is mostly zeros";
 }
 
-void run_case(const StageCase& c, uint64_t seed) {
-  SCOPED_TRACE(describe(c));
-  const std::vector<int32_t> rows{3, 0, 1, 8, 5, 0, 2, 7};
+void run_case(const StageCase& c, uint64_t seed, Knob knob = Knob::STAGES) {
+  SCOPED_TRACE(describe(c) + (knob == Knob::SMEM_X ? " (shared-memory activations)" : ""));
+  // SMEM_X: one expert of 13 rows (two 8-token passes; still 8-token tiles: 4 expected rows per expert).
+  const std::vector<int32_t> rows = knob == Knob::SMEM_X ? std::vector<int32_t>{3, 0, 1, 13, 5, 0, 2, 7}
+                                                         : std::vector<int32_t>{3, 0, 1, 8, 5, 0, 2, 7};
   const int E = static_cast<int>(rows.size());
   const int64_t N = c.N, R = 2 * N, k = c.k;
   std::mt19937_64 rng(seed);
@@ -98,12 +118,12 @@ void run_case(const StageCase& c, uint64_t seed) {
   FMOE_CUDA(cudaMemset(h2s.get(), 0x00, d_bytes + 16));
   FMOE_CUDA(cudaMemset(h3s.get(), 0xFF, d_bytes + 16));
   {
-    ForcedStages f(2);
+    Forced f(knob, true);
     cuda::w4_mma_grouped_gemm(wt, da.get(), static_cast<float*>(d2s.get()), E, off, total, nullptr,
                               c.split ? static_cast<float*>(h2s.get()) : nullptr, sms);
   }
   {
-    ForcedStages f(3);
+    Forced f(knob, false);
     cuda::w4_mma_grouped_gemm(wt, da.get(), static_cast<float*>(d3s.get()), E, off, total, nullptr,
                               c.split ? static_cast<float*>(h3s.get()) : nullptr, sms);
   }
@@ -131,13 +151,13 @@ void run_case(const StageCase& c, uint64_t seed) {
   FMOE_CUDA(cudaMemset(o2.get(), 0x00, o_bytes + 16));
   FMOE_CUDA(cudaMemset(o3.get(), 0xFF, o_bytes + 16));
   {
-    ForcedStages f(2);
+    Forced f(knob, true);
     cuda::ActivationParams q = ap;
     q.out = o2.get();
     cuda::w4_mma_gemm1_activation(wt, da.get(), q, E, off, total, nullptr);
   }
   {
-    ForcedStages f(3);
+    Forced f(knob, false);
     cuda::ActivationParams q = ap;
     q.out = o3.get();
     cuda::w4_mma_gemm1_activation(wt, da.get(), q, E, off, total, nullptr);
@@ -162,6 +182,17 @@ TEST(W4MmaStagesGpu, Nvfp4SplitThreeStagesBitwiseEqualToTwo) {
   FMOE_REQUIRE_GPU();
   // A grid small enough that NVFP4 splits k in two (w4_mma_split_pays), both halves through the 3-stage instance.
   run_case({Format::NVFP4, true, false, true, 32, 4352}, 71);
+}
+
+TEST(W4MmaStagesGpu, SharedMemoryActivationsBitwiseEqualToRegisters) {
+  FMOE_REQUIRE_GPU();
+  uint64_t seed = 91;
+  // k = 4352 (kFullK's k), a last stage of 1.5 sub-chunks (MXFP4 1216: not its tail instance, which takes k % 256 in
+  // 1..128 and has no kSx form), one sub-chunk (W4A8 4224, 1152), 64 values (NVFP4 4160, 1088); N = 72: 144 weight
+  // rows (the last block has warps past n) and 72 activation outputs (likewise in the fused GEMM1).
+  for (int64_t k : {4352, 2048, 1216}) run_case({Format::MXFP4, k == 2048, false, false, 72, k}, seed++, Knob::SMEM_X);
+  for (int64_t k : {4352, 4160, 1088}) run_case({Format::NVFP4, k == 4352, false, false, 96, k}, seed++, Knob::SMEM_X);
+  for (int64_t k : {4352, 4224, 1152}) run_case({Format::W4A8_INT4, false, k == 4224, false, 72, k}, seed++, Knob::SMEM_X);
 }
 
 }  // namespace
