@@ -110,8 +110,8 @@ constexpr int kWarpStageBytes = 16 * kRowPitch;
 constexpr int kTableBytes = 256 * 4;
 // A block's shared memory: the table and its warps' stage rings of kS stages.
 constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStageBytes; }
-// kSx (W4A8's 8-token tile): a stage's activations, 8 token rows of 256 fp16 values, one copy per block after the
-// warps' weight rings.
+// kSx (the 2-stage 8-token tiles, see the kernel): a stage's activations, 8 token rows of 256 16-bit values, one copy
+// per block after the warps' weight rings.
 // Four buffers (stage c in c % 4), so that stage c + 1 is copied while stage c is waited for without a barrier between:
 // its buffer was last read for stage c - 3, which every warp finished before the block barrier of stage c - 1.
 constexpr int kXRowBytes = kSubs * 128 * 2, kXStageBytes = 8 * kXRowBytes, kXBuffers = 4;  // a power of two
@@ -307,8 +307,8 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
   struct Raw {
     RawWord w[2];
   };
-  // kSx: the block's activation ring and this lane's LDS.128 addresses of its 32 values of a sub-chunk (token g, values
-  // t * 32 + 8 q .. + 7 at xaddr[q], plus the stage and sub-chunk offsets).
+  // kSx: the block's activation ring and where this lane's 32 values of a sub-chunk lie (token g, values t * 32 + 8 q ..
+  // + 7 at xbase + ((q << 4) ^ xswz), plus the buffer's and the sub-chunk's offsets).
   const uint32_t xsm = static_cast<uint32_t>(__cvta_generic_to_shared(smem + smem_bytes(kS)));
   uint32_t xbase = 0, xswz = 0;  // chunk q of the lane's 64 bytes at xbase + ((q << 4) ^ xswz)
   if constexpr (kSx) {
@@ -417,7 +417,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
     auto body = [&](int c, int sub, const Raw& raw, const uint8_t* buf, uint4 (&xa)[NT][4], uint4 (&xn)[NT][4],
                     bool prefetch) {
       if (prefetch) load_x(c * kSubs + sub + 1, xn);
-      if constexpr (kSx) {  // this sub-chunk's activations from the block's ring (stage c in buffer c % 2)
+      if constexpr (kSx) {  // this sub-chunk's activations from the block's ring (stage c in buffer c % kXBuffers)
         const uint32_t off = static_cast<uint32_t>(((c & (kXBuffers - 1)) * kXStageBytes) + sub * 256);
 #pragma unroll
         for (int q = 0; q < 4; ++q)
