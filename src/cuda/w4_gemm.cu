@@ -110,12 +110,13 @@ constexpr int kWarpStageBytes = 16 * kRowPitch;
 constexpr int kTableBytes = 256 * 4;
 // A block's shared memory: the table and its warps' stage rings of kS stages.
 constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStageBytes; }
-// kSx (the 2-stage 8-token tiles, see the kernel): a stage's activations, 8 token rows of 256 16-bit values, one copy
-// per block after the warps' weight rings.
+// kSx (the 2-stage tiles, see the kernel): a stage's activations, 8 NT token rows of 256 16-bit values, one copy per
+// block after the warps' weight rings.
 // Four buffers (stage c in c % 4), so that stage c + 1 is copied while stage c is waited for without a barrier between:
 // its buffer was last read for stage c - 3, which every warp finished before the block barrier of stage c - 1.
-constexpr int kXRowBytes = kSubs * 128 * 2, kXStageBytes = 8 * kXRowBytes, kXBuffers = 4;  // a power of two
-constexpr int smem_bytes_sx(int kS) { return smem_bytes(kS) + kXBuffers * kXStageBytes; }
+constexpr int kXRowBytes = kSubs * 128 * 2, kXBuffers = 4;  // a power of two
+constexpr int x_stage_bytes(int NT) { return 8 * NT * kXRowBytes; }
+constexpr int smem_bytes_sx(int kS, int NT) { return smem_bytes(kS) + kXBuffers * x_stage_bytes(NT); }
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
@@ -199,8 +200,9 @@ template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false
 __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
-  static_assert(!kSx || (NT == 1 && kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || kLean)),
-                "the shared-memory activations: 2-stage 8-token tiles");
+  static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || (kLean && NT == 1))),
+                "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean 8-token ones");
+  constexpr int kXStageBytes = x_stage_bytes(NT);
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   static_assert(!kSplit || (NT == 1 && !kTail && !kAct && !kFullK), "the split instances: plain 8-token tiles");
   static_assert(!kAct || (F != kInt4 && NT == 1 && kLean), "the fused activation: e2m1 lean 8-token tiles");
@@ -318,14 +320,14 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
   int x_tok0 = 0;  // kSx: the current 8-token pass (the activation copies' rows)
   // Stage c -> buffer buf (always commits a group; past the last stage it copies nothing).
   auto issue_stage = [&](int c, int buf, Raw& raw) {
-    if constexpr (kSx) {  // tokens 2 warp + i, 16-byte chunk `lane` of the stage's 256 values; zeros past k
+    if constexpr (kSx) {  // tokens 2 NT warp + i, 16-byte chunk `lane` of the stage's 256 values; zeros past k
       const int kk = c * (kSubs * 128) + lane * 8;
       const bool xv = kk < k;
 #pragma unroll
-      for (int i = 0; i < 2; ++i) {
+      for (int i = 0; i < 2 * NT; ++i) {
         // Token rows past the expert's are not copied: their columns of the MMA are computed from whatever the buffer
         // holds and never stored (a column's sums depend on its own token only).
-        const int tok = 2 * warp + i;
+        const int tok = 2 * NT * warp + i;
         if (x_tok0 + tok >= rows) break;
         const uint16_t* src = p.a + static_cast<int64_t>(row0 + x_tok0 + tok) * k + (xv ? kk : 0);
         const uint32_t phys = static_cast<uint32_t>(lane ^ ((((lane >> 3) & 1) << 1) ^ (tok & 1)));
@@ -420,10 +422,12 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT
       if constexpr (kSx) {  // this sub-chunk's activations from the block's ring (stage c in buffer c % kXBuffers)
         const uint32_t off = static_cast<uint32_t>(((c & (kXBuffers - 1)) * kXStageBytes) + sub * 256);
 #pragma unroll
-        for (int q = 0; q < 4; ++q)
-          asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                       : "=r"(xa[0][q].x), "=r"(xa[0][q].y), "=r"(xa[0][q].z), "=r"(xa[0][q].w)
-                       : "r"(xbase + off + ((static_cast<uint32_t>(q) << 4) ^ xswz)));
+        for (int j = 0; j < NT; ++j)  // token j * 8 + g: the same parity as g, the same swizzle
+#pragma unroll
+          for (int q = 0; q < 4; ++q)
+            asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                         : "=r"(xa[j][q].x), "=r"(xa[j][q].y), "=r"(xa[j][q].z), "=r"(xa[j][q].w)
+                         : "r"(xbase + off + j * 8 * kXRowBytes + ((static_cast<uint32_t>(q) << 4) ^ xswz)));
       }
       uint4 wv[2];
 #pragma unroll
@@ -667,7 +671,7 @@ int sms_or_device(int sm_count) {
 }
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kSx = false>
 void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
-  constexpr int kBytes = kSx ? smem_bytes_sx(kS) : smem_bytes(kS);
+  constexpr int kBytes = kSx ? smem_bytes_sx(kS, NT) : smem_bytes(kS);
   constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx>;
   opt_in_dynamic_smem<kernel>(kBytes);
   if (pdl) launch_chained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
@@ -689,11 +693,14 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
     }
     if (three) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, 3>(p, grid, stream, act, pdl);
     return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, pdl);
+  } else {
+    launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, kSx>(p, grid, stream, act, true);
   }
-  launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, true);
 }
-// The 2-stage 8-token tiles with their activations in shared memory (kSx): W4A8's; the e2m1 lean plain / fused-activation
-// ones at k <= kSxE2m1MaxK (not MXFP4's tail instance). H200 same-binary A/B (bench/results/2026-11-29-h200-w4-smem-x):
+// The 2-stage tiles with their activations in shared memory (kSx): W4A8's 8-, 16- and 32-token ones; the e2m1 lean plain /
+// fused-activation 8-token ones at k <= kSxE2m1MaxK (not MXFP4's tail instance). W4A8's 16-token tile (9-15 expected rows
+// per expert; 128 registers instead of 136, 4 blocks per SM instead of 3): layers 0.66-0.67x at Qwen3-30B-A3B 160-224
+// tokens and DeepSeek-V3 TP1 320 / 384 (bench/results/2026-11-29-h200-w4-smem-x r6). H200 same-binary A/B (bench/results/2026-11-29-h200-w4-smem-x):
 // W4A8 GEMMs 0.81-0.98 at 8-64 tokens (Qwen3-30B-A3B k = 768 / 2048, DeepSeek-V3 TP1 2048 / 7168); e2m1 GEMMs at
 // k = 768 / 2048 0.89-0.99, but at k = 2880 (gpt-oss-120b; NVFP4 plain, MXFP4 tail) 1.00-1.06 and at 7168 (DeepSeek-V3
 // TP1 GEMM1, in place of kFullK) 1.04-1.05 - those keep the register form. FUSEDMOE_W4_SMEM_X=0: never. Tests force
@@ -725,8 +732,8 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
   if constexpr (kZp) {
     if (!zero_page_on()) return launch_instance<F, NT, kTail, false, false>(p, grid, stream, sms);
   }
-  if constexpr (F == kInt4 && NT == 1) {
-    if (smem_x_on<F>(p)) return launch_instance<F, 1, false, true, false, false, false, false, true>(p, grid, stream, sms);
+  if constexpr (F == kInt4) {  // every W4A8 tile (8, 16, 32 tokens)
+    if (smem_x_on<F>(p)) return launch_instance<F, NT, false, kZp, false, false, false, false, true>(p, grid, stream, sms);
   }
   launch_instance<F, NT, kTail, true, false>(p, grid, stream, sms);
 }

@@ -79,7 +79,7 @@ void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const Activati
 // bits whichever.
 void w4_mma_force_stages(int stages);
 
-// Tests only: the 2-stage 8-token tiles' activations through shared memory (kSx) or registers - 0 the rule (W4A8;
+// Tests only: the 2-stage tiles' activations through shared memory (kSx) or registers - 0 the rule (W4A8's tiles;
 // MXFP4 / NVFP4 at k <= 2048 but MXFP4's tail instance; FUSEDMOE_W4_SMEM_X=0: never), 1 registers, 2 shared memory
 // wherever an instance exists (any k). Not thread-safe; the same bits whichever.
 void w4_mma_force_smem_x(int mode);

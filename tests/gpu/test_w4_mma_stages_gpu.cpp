@@ -48,13 +48,14 @@ struct Forced {
 struct StageCase {
   Format format;
   bool swizzled, uint4b8, split;
-  int64_t N, k;  // weights [E, 2N, k]
+  int64_t N, k;      // weights [E, 2N, k]
+  int rows_mult = 1;  // SMEM_X: the rows per expert times this (3: 16-token tiles, 6: 32-token tiles)
 };
 
 std::string describe(const StageCase& c) {
   const char* f = c.format == Format::MXFP4 ? "mxfp4" : c.format == Format::NVFP4 ? "nvfp4" : "w4a8-int4";
   return std::string(f) + (c.swizzled ? " swizzled" : "") + (c.uint4b8 ? " uint4b8" : "") + (c.split ? " split" : "") +
-         " N " + std::to_string(c.N) + " k " + std::to_string(c.k);
+         " N " + std::to_string(c.N) + " k " + std::to_string(c.k) + (c.rows_mult > 1 ? " rows x" + std::to_string(c.rows_mult) : "");
 }
 
 // Bytes of two device buffers of n bytes compared; at least half of the reference's 4-byte words nonzero.
@@ -77,8 +78,9 @@ void expect_same(const DeviceBuffer& want_d, const DeviceBuffer& got_d, size_t n
 void run_case(const StageCase& c, uint64_t seed, Knob knob = Knob::STAGES) {
   SCOPED_TRACE(describe(c) + (knob == Knob::SMEM_X ? " (shared-memory activations)" : ""));
   // SMEM_X: one expert of 13 rows (two 8-token passes; still 8-token tiles: 4 expected rows per expert).
-  const std::vector<int32_t> rows = knob == Knob::SMEM_X ? std::vector<int32_t>{3, 0, 1, 13, 5, 0, 2, 7}
-                                                         : std::vector<int32_t>{3, 0, 1, 8, 5, 0, 2, 7};
+  std::vector<int32_t> rows = knob == Knob::SMEM_X ? std::vector<int32_t>{3, 0, 1, 13, 5, 0, 2, 7}
+                                                   : std::vector<int32_t>{3, 0, 1, 8, 5, 0, 2, 7};
+  for (auto& r : rows) r *= c.rows_mult;
   const int E = static_cast<int>(rows.size());
   const int64_t N = c.N, R = 2 * N, k = c.k;
   std::mt19937_64 rng(seed);
@@ -199,6 +201,8 @@ TEST(W4MmaStagesGpu, SharedMemoryActivationsBitwiseEqualToRegisters) {
   for (int64_t k : {4352, 2048, 1216}) run_case({Format::MXFP4, k == 2048, false, false, 72, k}, seed++, Knob::SMEM_X);
   for (int64_t k : {4352, 4160, 1088}) run_case({Format::NVFP4, k == 4352, false, false, 96, k}, seed++, Knob::SMEM_X);
   for (int64_t k : {4352, 4224, 1152}) run_case({Format::W4A8_INT4, false, k == 4224, false, 72, k}, seed++, Knob::SMEM_X);
+  // W4A8's 16- and 32-token tiles (~12 / ~23 expected rows per expert; the 13-row expert then takes 3 passes of each).
+  for (int mult : {3, 6}) run_case({Format::W4A8_INT4, false, mult == 6, false, 72, 1152, mult}, seed++, Knob::SMEM_X);
 }
 
 }  // namespace
