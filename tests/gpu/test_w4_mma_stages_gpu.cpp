@@ -4,9 +4,9 @@
 // without its k split in two, W4A8 int4 and uint4b8), the GEMM1 + activation (kAct) instances, linear and swizzled
 // scales, k with full and partial last stages, empty experts and 1..8 rows per expert. Both runs are forced
 // (w4_mma_force_stages); the outputs start from different poison bytes, so an element either run skips fails.
-// Likewise the 2-stage 8-token tiles with their activations in shared memory (kSx, w4_mma_force_smem_x) against the
-// register form, both on two stages: plain, kFullK-size k and fused-activation cases, a warp past n, two passes of one
-// expert (13 rows).
+// Likewise the 2-stage tiles with their activations in shared memory (kSx, w4_mma_force_smem_x) against the register
+// form, both on two stages: the 8-token tiles of each format (plain, kFullK-size k and fused-activation cases, a warp
+// past n, two passes of one expert) and W4A8's 16- and 32-token tiles.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -55,7 +55,8 @@ struct StageCase {
 std::string describe(const StageCase& c) {
   const char* f = c.format == Format::MXFP4 ? "mxfp4" : c.format == Format::NVFP4 ? "nvfp4" : "w4a8-int4";
   return std::string(f) + (c.swizzled ? " swizzled" : "") + (c.uint4b8 ? " uint4b8" : "") + (c.split ? " split" : "") +
-         " N " + std::to_string(c.N) + " k " + std::to_string(c.k) + (c.rows_mult > 1 ? " rows x" + std::to_string(c.rows_mult) : "");
+         " N " + std::to_string(c.N) + " k " + std::to_string(c.k) +
+         (c.rows_mult > 1 ? " rows x" + std::to_string(c.rows_mult) : "");
 }
 
 // Bytes of two device buffers of n bytes compared; at least half of the reference's 4-byte words nonzero.
