@@ -14,7 +14,10 @@
 // Three ways to run it, chosen on the host from the expected rows per expert:
 //   mma      (decode, small batches) one kernel streams the packed weights once per 8..32 tokens
 //            of an expert, decodes them in registers and multiplies with mma.sync m16n8k16
-//            (weights on the MMA's M side, tokens on N); fp32 sums in a fixed order.
+//            (weights on the MMA's M side, tokens on N); fp32 sums in a fixed order. Its tokens'
+//            activations reach the MMAs from registers or (W4A8's tiles, MXFP4 / NVFP4's 8-token
+//            ones at k <= 2048) from a shared-memory ring copied with the weight stages
+//            (w4_gemm.cu kSx, w4_mma_force_smem_x below).
 //   wgmma    (large batches, MXFP4 / NVFP4 with k % 64 == 0; w4_wgmma.cu) the weights are decoded
 //            inside a wgmma mainloop, each packed byte read once per token tile of up to 256 rows.
 //            W4A8 (w4a8_wgmma.cu): int4 decoded to e5m2 inside an fp8 wgmma mainloop on e4m3
