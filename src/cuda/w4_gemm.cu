@@ -638,6 +638,8 @@ bool full_k_on() {
   static const bool on = !env_switch_is_zero("FUSEDMOE_W4_FULLK");
   return on;
 }
+// Whether an e2m1 lean 8-token call of this k takes the kFullK instance (or, with kSx, that instance's 3-stage form).
+bool full_k_case(int64_t k) { return k % (kSubs * 128) == 0 && k >= kFullKMinK && full_k_on(); }
 // Grids under one wave (8-token instances; one-token layers of DeepSeek-V3 TP1, two and three tokens of
 // Qwen3-30B-A3B, two tokens of gpt-oss-120b). Launched with PDL, such a GEMM's blocks start while the kernel before
 // it still runs and are placed on the SMs that have room then - presumably unevenly (the placement itself was not
@@ -720,7 +722,7 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
     if constexpr (F != kInt4 && NT == 1 && !kTail) {
       // kSx (forced at kFullK's k in tests: the kFullK flag then still picks the 3-stage instance where
       // launch_instance takes one).
-      const bool full_k = p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on();
+      const bool full_k = full_k_case(p.k);
       if (smem_x_on<F>(p)) {
         if (full_k) return launch_instance<F, NT, false, false, true, true, false, false, true>(p, grid, stream, sms);
         return launch_instance<F, NT, false, kZp, true, false, false, false, true>(p, grid, stream, sms);
@@ -785,7 +787,7 @@ bool mma_act_on() {
 }
 template <int F>
 void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cudaStream_t stream, int sms) {
-  const bool full_k = p.k % (kSubs * 128) == 0 && p.k >= kFullKMinK && full_k_on();
+  const bool full_k = full_k_case(p.k);
   if (smem_x_on<F>(p)) {
     if (full_k) return launch_instance<F, 1, false, false, true, true, true, false, true>(p, grid, stream, sms, act);
     return launch_instance<F, 1, false, false, true, false, true, false, true>(p, grid, stream, sms, act);
