@@ -171,6 +171,8 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // loop and gained less (bench/results/2026-11-28-h200-w4-full-k r4).
 template <int F, int NT, bool kTail, bool kLean, bool kFullK = false>
 // W4A8's 8-token tile at 5 (96 registers; with its two MMA chains per group, below, ptxas took 106 on its own: 4 blocks).
+// The e2m1 16-token kSx tiles at 4 (their 52 KB of shared memory allow 4 blocks per SM): MXFP4 89, NVFP4 92 registers,
+// no spill; on its own ptxas took 96 and spilled 8 / 24 bytes.
 constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 && !kTail && kLean ? 6 : (F == kInt4 && NT == 1 ? 5 : 0));  // 0: no minimum (other instances)
 // kAct (w4_mma_gemm1_activation: e2m1 lean 8-token tiles, bf16 activations without quantisation, gated
 // activations): a warp's fragment rows g are the gate rows and rows g + 8 the up rows of 8 activation outputs, so each
@@ -197,11 +199,11 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // order as the plain tiles: the same bits.
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
           bool kSplit = false, int kS = kStages, bool kSx = false>
-__global__ void __launch_bounds__(kWarps * 32, kS > 2 ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
+__global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && NT == 2) ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
-  static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || (kLean && NT == 1))),
-                "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean 8-token ones");
+  static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || (kLean && NT <= 2))),
+                "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean 8- and 16-token ones");
   constexpr int kXStageBytes = x_stage_bytes(NT);
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   static_assert(!kSplit || (NT == 1 && !kTail && !kAct && !kFullK), "the split instances: plain 8-token tiles");
@@ -671,11 +673,13 @@ int sms_or_device(int sm_count) {
   FUSEDMOE_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   return sms;
 }
+W4MmaLaunch g_last_launch;  // w4_mma_last_launch (tests)
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kSx = false>
 void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
   constexpr int kBytes = kSx ? smem_bytes_sx(kS, NT) : smem_bytes(kS);
   constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx>;
   opt_in_dynamic_smem<kernel>(kBytes);
+  g_last_launch = {NT, kS, kSx};
   if (pdl) launch_chained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
   else launch_unchained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
 }
@@ -709,11 +713,19 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
 // either form (w4_mma_force_smem_x; forced, the k limit does not apply).
 constexpr int64_t kSxE2m1MaxK = 2048;
 int g_forced_sx = 0;  // 0: the rule, 1: never, 2: wherever an instance exists
+// FUSEDMOE_W4_SMEM_X=0: never; =2: at every k (an A/B of the k rule).
+int smem_x_env() {
+  static const int mode = [] {
+    const char* e = std::getenv("FUSEDMOE_W4_SMEM_X");
+    return e == nullptr ? 1 : std::strcmp(e, "0") == 0 ? 0 : std::strcmp(e, "2") == 0 ? 2 : 1;
+  }();
+  return mode;
+}
 template <int F>
 bool smem_x_on(const Params& p) {
-  static const bool on = !env_switch_is_zero("FUSEDMOE_W4_SMEM_X");
   if (g_forced_sx != 0) return g_forced_sx == 2;
-  return on && (F == kInt4 || p.k <= kSxE2m1MaxK);
+  const int mode = smem_x_env();
+  return mode == 2 || (mode == 1 && (F == kInt4 || p.k <= kSxE2m1MaxK));
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
@@ -728,6 +740,9 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
         return launch_instance<F, NT, false, kZp, true, false, false, false, true>(p, grid, stream, sms);
       }
       if (full_k) return launch_instance<F, NT, false, false, true, true>(p, grid, stream, sms);
+    }
+    if constexpr (F != kInt4 && NT == 2) {  // the e2m1 lean 16-token tile
+      if (smem_x_on<F>(p)) return launch_instance<F, NT, false, kZp, true, false, false, false, true>(p, grid, stream, sms);
     }
     return launch_instance<F, NT, kTail, kZp, true>(p, grid, stream, sms);
   }
@@ -809,6 +824,8 @@ void w4_mma_force_smem_x(int mode) {
   if (mode < 0 || mode > 2) throw Error("w4_mma_force_smem_x: mode must be 0, 1 or 2, got " + std::to_string(mode));
   g_forced_sx = mode;
 }
+
+W4MmaLaunch w4_mma_last_launch() { return g_last_launch; }
 
 void w4_mma_force_stages(int stages) {
   if (stages != 0 && stages != 2 && stages != 3)

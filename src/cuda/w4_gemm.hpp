@@ -83,9 +83,17 @@ void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const Activati
 void w4_mma_force_stages(int stages);
 
 // Tests only: the 2-stage tiles' activations through shared memory (kSx) or registers - 0 the rule (W4A8's tiles;
-// MXFP4 / NVFP4 at k <= 2048 but MXFP4's tail instance; FUSEDMOE_W4_SMEM_X=0: never), 1 registers, 2 shared memory
+// MXFP4 / NVFP4 8- and 16-token tiles at k <= 2048 but MXFP4's tail instance; FUSEDMOE_W4_SMEM_X=0: never, =2: at
+// every k), 1 registers, 2 shared memory
 // wherever an instance exists (any k). Not thread-safe; the same bits whichever.
 void w4_mma_force_smem_x(int mode);
+// Tests only: what the last mma kernel launch ran (so a test of a forced form can assert it reached that form) -
+// tokens per pass in 8-token tiles (1, 2, 4), weight stages per warp, activations through shared memory (kSx).
+struct W4MmaLaunch {
+  int tiles = 0, stages = 0;
+  bool smem_x = false;
+};
+W4MmaLaunch w4_mma_last_launch();
 
 bool w4_shape_ok(const W4Weights& w, const char** why);
 // Whether the mma kernel of format f decodes by mask-multiply on an operand stored pre-paired (KOrder::W4_MMA; the

@@ -6,7 +6,8 @@
 // (w4_mma_force_stages); the outputs start from different poison bytes, so an element either run skips fails.
 // Likewise the 2-stage tiles with their activations in shared memory (kSx, w4_mma_force_smem_x) against the register
 // form, both on two stages: the 8-token tiles of each format (plain, kFullK-size k and fused-activation cases, a warp
-// past n, two passes of one expert) and W4A8's 16- and 32-token tiles.
+// past n, two passes of one expert), W4A8's 16- and 32-token tiles and the e2m1 16-token tiles. Each run also asserts
+// that it reached the form it forced (w4_mma_last_launch).
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -76,6 +77,20 @@ void expect_same(const DeviceBuffer& want_d, const DeviceBuffer& got_d, size_t n
   EXPECT_GT(nonzero, static_cast<int>(n / 8)) << what << ": the reference is mostly zeros";
 }
 
+// That the last launch ran the form the case forced (so a routing change cannot turn a case into a comparison of one
+// form with itself): the tested form (ref = false) or the reference; tiles of 8 tokens as the rows per expert ask.
+void expect_launch(const StageCase& c, Knob knob, bool ref, const char* what) {
+  const cuda::W4MmaLaunch l = cuda::w4_mma_last_launch();
+  const int tiles = c.rows_mult >= 6 ? 4 : c.rows_mult >= 3 ? 2 : 1;
+  EXPECT_EQ(l.tiles, tiles) << what << ": 8-token tiles per pass";
+  if (knob == Knob::STAGES) {
+    EXPECT_EQ(l.stages, ref ? 2 : 3) << what << ": weight stages per warp";
+  } else {
+    EXPECT_EQ(l.stages, 2) << what << ": weight stages per warp";
+    EXPECT_EQ(l.smem_x, !ref) << what << ": activations through shared memory";
+  }
+}
+
 void run_case(const StageCase& c, uint64_t seed, Knob knob = Knob::STAGES) {
   SCOPED_TRACE(describe(c) + (knob == Knob::SMEM_X ? " (shared-memory activations)" : ""));
   // SMEM_X: one expert of 13 rows (two 8-token passes; still 8-token tiles: 4 expected rows per expert).
@@ -125,11 +140,13 @@ void run_case(const StageCase& c, uint64_t seed, Knob knob = Knob::STAGES) {
     Forced f(knob, true);
     cuda::w4_mma_grouped_gemm(wt, da.get(), static_cast<float*>(d2s.get()), E, off, total, nullptr,
                               c.split ? static_cast<float*>(h2s.get()) : nullptr, sms);
+    expect_launch(c, knob, true, "GEMM (reference)");
   }
   {
     Forced f(knob, false);
     cuda::w4_mma_grouped_gemm(wt, da.get(), static_cast<float*>(d3s.get()), E, off, total, nullptr,
                               c.split ? static_cast<float*>(h3s.get()) : nullptr, sms);
+    expect_launch(c, knob, false, "GEMM (tested)");
   }
   FMOE_CUDA(cudaDeviceSynchronize());
   expect_same(d2s, d3s, d_bytes, "D");
@@ -159,12 +176,14 @@ void run_case(const StageCase& c, uint64_t seed, Knob knob = Knob::STAGES) {
     cuda::ActivationParams q = ap;
     q.out = o2.get();
     cuda::w4_mma_gemm1_activation(wt, da.get(), q, E, off, total, nullptr);
+    expect_launch(c, knob, true, "GEMM1 + activation (reference)");
   }
   {
     Forced f(knob, false);
     cuda::ActivationParams q = ap;
     q.out = o3.get();
     cuda::w4_mma_gemm1_activation(wt, da.get(), q, E, off, total, nullptr);
+    expect_launch(c, knob, false, "GEMM1 + activation (tested)");
   }
   FMOE_CUDA(cudaDeviceSynchronize());
   expect_same(o2, o3, o_bytes, "GEMM1 + activation");
@@ -204,6 +223,9 @@ TEST(W4MmaStagesGpu, SharedMemoryActivationsBitwiseEqualToRegisters) {
   for (int64_t k : {4352, 4224, 1152}) run_case({Format::W4A8_INT4, false, k == 4224, false, 72, k}, seed++, Knob::SMEM_X);
   // W4A8's 16- and 32-token tiles (~12 / ~23 expected rows per expert; the 13-row expert then takes 3 passes of each).
   for (int mult : {3, 6}) run_case({Format::W4A8_INT4, false, mult == 6, false, 72, 1152, mult}, seed++, Knob::SMEM_X);
+  // The e2m1 lean 16-token tiles (MXFP4 with a full and a partial last stage, NVFP4 swizzled with a 64-value one).
+  for (int64_t k : {2048, 1216}) run_case({Format::MXFP4, false, false, false, 72, k, 3}, seed++, Knob::SMEM_X);
+  run_case({Format::NVFP4, true, false, false, 96, 1088, 3}, seed++, Knob::SMEM_X);
 }
 
 }  // namespace
