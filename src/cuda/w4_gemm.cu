@@ -112,11 +112,21 @@ constexpr int kTableBytes = 256 * 4;
 constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStageBytes; }
 // kSx (the 2-stage tiles, see the kernel): a stage's activations, 8 NT token rows of 256 16-bit values, one copy per
 // block after the warps' weight rings.
-// Four buffers (stage c in c % 4), so that stage c + 1 is copied while stage c is waited for without a barrier between:
-// its buffer was last read for stage c - 3, which every warp finished before the block barrier of stage c - 1.
-constexpr int kXRowBytes = kSubs * 128 * 2, kXBuffers = 4;  // a power of two
+// A ring of x_buffers(NT) (stage c in buffer c % x_buffers), so that stage c + 1 is copied while stage c is waited for
+// without a barrier between: a warp issues stage c + 1 after the block barrier of stage c - 1, which every warp reached
+// after computing stage c - 2, so three buffers would do (stage c + 1 into stage c - 2's). The 8- and 16-token tiles
+// keep four (a mask, not a modulo; 16 / 32 KB); the 32-token tile takes three (48 KB: 67 KB a block, 3 blocks per SM
+// as its register form's 168 registers allow; with four, 2).
+constexpr int kXRowBytes = kSubs * 128 * 2;
+constexpr int x_buffers(int NT) { return NT == 4 ? 3 : 4; }
 constexpr int x_stage_bytes(int NT) { return 8 * NT * kXRowBytes; }
-constexpr int smem_bytes_sx(int kS, int NT) { return smem_bytes(kS) + kXBuffers * x_stage_bytes(NT); }
+constexpr int smem_bytes_sx(int kS, int NT) { return smem_bytes(kS) + x_buffers(NT) * x_stage_bytes(NT); }
+// The ring buffer of stage c (c >= 0).
+template <int NT>
+__device__ __forceinline__ uint32_t x_buffer(int c) {
+  constexpr uint32_t kN = x_buffers(NT);
+  return (kN & (kN - 1)) == 0 ? static_cast<uint32_t>(c) & (kN - 1) : static_cast<uint32_t>(c) % kN;
+}
 
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
@@ -189,7 +199,7 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // 2880) measured 1.00-1.04x slower split and keeps one k range.
 // kSx (the 2-stage 8-token tiles: W4A8's, the e2m1 lean plain and fused-activation ones; smem_x_on): the
 // activations travel with the weight stages - each warp copies a quarter of a stage's 8 token rows (tokens 2 warp,
-// 2 warp + 1; rows past the expert's not at all) into one block-wide ring of kXBuffers by cp.async, in the stage's commit
+// 2 warp + 1; rows past the expert's not at all) into one block-wide ring of x_buffers(NT) by cp.async, in the stage's commit
 // group, and a block barrier per stage (every warp's copies of the stage landed) replaces the warp's: the activations are
 // in shared memory a stage ahead, with no registers held for them, where the plain tiles load each sub-chunk's into
 // registers one sub-chunk ahead and wait for them (W4A8: the first MMA of a sub-chunk, ncu source counters in
@@ -202,7 +212,7 @@ template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false
 __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && NT == 2) ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
-  static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || (kLean && NT <= 2))),
+  static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || kLean)),
                 "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean 8- and 16-token ones");
   constexpr int kXStageBytes = x_stage_bytes(NT);
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
@@ -333,7 +343,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
         if (x_tok0 + tok >= rows) break;
         const uint16_t* src = p.a + static_cast<int64_t>(row0 + x_tok0 + tok) * k + (xv ? kk : 0);
         const uint32_t phys = static_cast<uint32_t>(lane ^ ((((lane >> 3) & 1) << 1) ^ (tok & 1)));
-        cp_async16(xsm + ((c & (kXBuffers - 1)) * kXStageBytes) + tok * kXRowBytes + phys * 16, src, xv);
+        cp_async16(xsm + x_buffer<NT>(c) * kXStageBytes + tok * kXRowBytes + phys * 16, src, xv);
       }
     }
     const int byte = c * kStageRowBytes;
@@ -421,8 +431,8 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
     auto body = [&](int c, int sub, const Raw& raw, const uint8_t* buf, uint4 (&xa)[NT][4], uint4 (&xn)[NT][4],
                     bool prefetch) {
       if (prefetch) load_x(c * kSubs + sub + 1, xn);
-      if constexpr (kSx) {  // this sub-chunk's activations from the block's ring (stage c in buffer c % kXBuffers)
-        const uint32_t off = static_cast<uint32_t>(((c & (kXBuffers - 1)) * kXStageBytes) + sub * 256);
+      if constexpr (kSx) {  // this sub-chunk's activations from the block's ring (stage c in buffer x_buffer<NT>(c))
+        const uint32_t off = x_buffer<NT>(c) * kXStageBytes + sub * 256;
 #pragma unroll
         for (int j = 0; j < NT; ++j)  // token j * 8 + g: the same parity as g, the same swizzle
 #pragma unroll
@@ -721,11 +731,11 @@ int smem_x_env() {
   }();
   return mode;
 }
-template <int F>
+template <int F, int NT>
 bool smem_x_on(const Params& p) {
   if (g_forced_sx != 0) return g_forced_sx == 2;
   const int mode = smem_x_env();
-  return mode == 2 || (mode == 1 && (F == kInt4 || p.k <= kSxE2m1MaxK));
+  return mode == 2 || (mode == 1 && (F == kInt4 || NT > 1 || p.k <= kSxE2m1MaxK));
 }
 template <int F, int NT, bool kTail = false, bool kLean = false>
 void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
@@ -735,14 +745,14 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
       // kSx (forced at kFullK's k in tests: the kFullK flag then still picks the 3-stage instance where
       // launch_instance takes one).
       const bool full_k = full_k_case(p.k);
-      if (smem_x_on<F>(p)) {
+      if (smem_x_on<F, NT>(p)) {
         if (full_k) return launch_instance<F, NT, false, false, true, true, false, false, true>(p, grid, stream, sms);
         return launch_instance<F, NT, false, kZp, true, false, false, false, true>(p, grid, stream, sms);
       }
       if (full_k) return launch_instance<F, NT, false, false, true, true>(p, grid, stream, sms);
     }
-    if constexpr (F != kInt4 && NT == 2) {  // the e2m1 lean 16-token tile
-      if (smem_x_on<F>(p)) return launch_instance<F, NT, false, kZp, true, false, false, false, true>(p, grid, stream, sms);
+    if constexpr (F != kInt4 && NT > 1) {  // the e2m1 lean 16- and 32-token tiles
+      if (smem_x_on<F, NT>(p)) return launch_instance<F, NT, false, kZp, true, false, false, false, true>(p, grid, stream, sms);
     }
     return launch_instance<F, NT, kTail, kZp, true>(p, grid, stream, sms);
   }
@@ -750,7 +760,7 @@ void launch_one(const Params& p, dim3 grid, cudaStream_t stream, int sms) {
     if (!zero_page_on()) return launch_instance<F, NT, kTail, false, false>(p, grid, stream, sms);
   }
   if constexpr (F == kInt4) {  // every W4A8 tile (8, 16, 32 tokens)
-    if (smem_x_on<F>(p)) return launch_instance<F, NT, false, kZp, false, false, false, false, true>(p, grid, stream, sms);
+    if (smem_x_on<F, NT>(p)) return launch_instance<F, NT, false, kZp, false, false, false, false, true>(p, grid, stream, sms);
   }
   launch_instance<F, NT, kTail, true, false>(p, grid, stream, sms);
 }
@@ -803,7 +813,7 @@ bool mma_act_on() {
 template <int F>
 void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cudaStream_t stream, int sms) {
   const bool full_k = full_k_case(p.k);
-  if (smem_x_on<F>(p)) {
+  if (smem_x_on<F, 1>(p)) {
     if (full_k) return launch_instance<F, 1, false, false, true, true, true, false, true>(p, grid, stream, sms, act);
     return launch_instance<F, 1, false, false, true, false, true, false, true>(p, grid, stream, sms, act);
   }

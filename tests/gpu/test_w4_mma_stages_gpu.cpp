@@ -6,7 +6,7 @@
 // (w4_mma_force_stages); the outputs start from different poison bytes, so an element either run skips fails.
 // Likewise the 2-stage tiles with their activations in shared memory (kSx, w4_mma_force_smem_x) against the register
 // form, both on two stages: the 8-token tiles of each format (plain, kFullK-size k and fused-activation cases, a warp
-// past n, two passes of one expert), W4A8's 16- and 32-token tiles and the e2m1 16-token tiles. Each run also asserts
+// past n, two passes of one expert), W4A8's and the e2m1 formats' 16- and 32-token tiles. Each run also asserts
 // that it reached the form it forced (w4_mma_last_launch).
 #include <gtest/gtest.h>
 
@@ -223,9 +223,12 @@ TEST(W4MmaStagesGpu, SharedMemoryActivationsBitwiseEqualToRegisters) {
   for (int64_t k : {4352, 4224, 1152}) run_case({Format::W4A8_INT4, false, k == 4224, false, 72, k}, seed++, Knob::SMEM_X);
   // W4A8's 16- and 32-token tiles (~12 / ~23 expected rows per expert; the 13-row expert then takes 3 passes of each).
   for (int mult : {3, 6}) run_case({Format::W4A8_INT4, false, mult == 6, false, 72, 1152, mult}, seed++, Knob::SMEM_X);
-  // The e2m1 lean 16-token tiles (MXFP4 with a full and a partial last stage, NVFP4 swizzled with a 64-value one).
-  for (int64_t k : {2048, 1216}) run_case({Format::MXFP4, false, false, false, 72, k, 3}, seed++, Knob::SMEM_X);
-  run_case({Format::NVFP4, true, false, false, 96, 1088, 3}, seed++, Knob::SMEM_X);
+  // The e2m1 lean 16- and 32-token tiles (MXFP4 with a full and a partial last stage, NVFP4 swizzled with a 64-value
+  // one; the 32-token tile's ring has three buffers).
+  for (int mult : {3, 6}) {
+    for (int64_t k : {2048, 1216}) run_case({Format::MXFP4, false, false, false, 72, k, mult}, seed++, Knob::SMEM_X);
+    run_case({Format::NVFP4, true, false, false, 96, 1088, mult}, seed++, Knob::SMEM_X);
+  }
 }
 
 }  // namespace
