@@ -78,18 +78,18 @@ struct Buffers {
 };
 
 // FUSEDMOE_W4_WGMMA_MIN_ROWS=R (a same-binary A/B switch): the 4-bit large-batch way's wgmma kernels from R expected
-// rows per active expert instead of kW4WgmmaMinRowsPerExpert (below R the mma kernel runs).
-int64_t w4_wgmma_min_rows() {
-  static const int64_t rows = [] {
+// rows per active expert instead of w4_wgmma_min_rows_per_expert (below R the mma kernel runs).
+int64_t w4_wgmma_min_rows(Format f) {
+  static const int64_t env_rows = [] {
     const char* e = std::getenv("FUSEDMOE_W4_WGMMA_MIN_ROWS");
-    if (e == nullptr) return kW4WgmmaMinRowsPerExpert;
+    if (e == nullptr) return int64_t{0};
     char* end = nullptr;
     const long v = std::strtol(e, &end, 10);
     if (end == e || *end != '\0' || v < 1)
       throw Error(std::string("FUSEDMOE_W4_WGMMA_MIN_ROWS: expected a positive integer, got '") + e + "'");
     return static_cast<int64_t>(v);
   }();
-  return rows;
+  return env_rows > 0 ? env_rows : w4_wgmma_min_rows_per_expert(f);
 }
 
 // FUSEDMOE_FIN_EARLY=0: the 4-bit layers' activation and finalize wait for the previous kernel before
@@ -906,7 +906,7 @@ class CudaBackend final : public BackendImpl {
   // Whether this batch takes the large-batch way (a wgmma kernel, or decode + the SM90 GEMM)
   // rather than the mma kernel.
   bool w4_large_batch(int64_t slots) const {
-    const int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? w4_wgmma_min_rows() : kW4DequantMinRowsPerExpert;
+    const int64_t min_rows = w4_wgmma1_ && w4_wgmma2_ ? w4_wgmma_min_rows(config_.format) : kW4DequantMinRowsPerExpert;
     return w4_large_way_ && w4_use_dequant(slots, static_cast<int>(shape_.num_experts), min_rows);
   }
 

@@ -28,6 +28,9 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -713,8 +716,11 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
     launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, kSx>(p, grid, stream, act, true);
   }
 }
-// The 2-stage tiles with their activations in shared memory (kSx): W4A8's 8-, 16- and 32-token ones; the e2m1 lean plain /
-// fused-activation 8-token ones at k <= kSxE2m1MaxK (not MXFP4's tail instance). W4A8's 16-token tile (9-15 expected rows
+// The 2-stage tiles with their activations in shared memory (kSx): W4A8's 8-, 16- and 32-token ones; the e2m1 lean 16-
+// and 32-token ones; the e2m1 lean plain / fused-activation 8-token ones at k <= kSxE2m1MaxK (not MXFP4's tail
+// instance). The e2m1 16-token tile at 9-15 rows per expert (2026-11-29, fourth session; bench/results/
+// 2026-11-29-h200-e2m1-smem-x16 r1 / r2): layers 0.69-0.76x on Qwen3-30B-A3B (k = 2048 / 768), 0.70-0.81x on DeepSeek-V3
+// TP1 (7168 / 2048) and 0.69-0.81x on gpt-oss-120b (2880) - at every k, unlike the 8-token tile. W4A8's 16-token tile (9-15 expected rows
 // per expert; 128 registers instead of 136, 4 blocks per SM instead of 3): layers 0.66-0.67x at Qwen3-30B-A3B 160-224
 // tokens and DeepSeek-V3 TP1 320 / 384 (bench/results/2026-11-29-h200-w4-smem-x r6). H200 same-binary A/B (bench/results/2026-11-29-h200-w4-smem-x):
 // W4A8 GEMMs 0.81-0.98 at 8-64 tokens (Qwen3-30B-A3B k = 768 / 2048, DeepSeek-V3 TP1 2048 / 7168); e2m1 GEMMs at
@@ -774,6 +780,7 @@ bool tail_on() {
 // Which w4_mma_kernel instance a call runs (template flags <F, NT, kTail, kZp, kLean, kFullK, kAct>; every switch at its
 // default):
 //   W4A8 (kInt4)    NT = 1 / 2 / 4; kZp (zero-page loads past k) at NT = 1.
+//   (kSx, the activations through shared memory: smem_x_on.)
 //   MXFP4 / NVFP4   kLean (mask-multiply decode, operand pre-paired), NT = 1 / 2 / 4; at NT = 1:
 //                   MXFP4 with k % 256 in 1..128 the tail instance (kTail: the last half stage by itself),
 //                   k % 256 == 0 and k >= 4096 kFullK, otherwise the plain one; MXFP4's NT = 2 with kZp.
@@ -822,10 +829,32 @@ void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cud
 }
 
 // Tokens per pass of the mma kernel: enough 8-token tiles for the expected rows of an expert.
+// FUSEDMOE_W4_TILE_ROWS=A,B (a same-binary A/B switch): 8-token tiles up to A expected rows per expert, 16-token tiles
+// up to B, 32-token tiles above (default 8,16). An expert with more rows than a tile takes another pass over its
+// weights.
+struct TileRows {
+  int64_t t8 = 8, t16 = 16;
+};
+TileRows tile_rows() {
+  static const TileRows r = [] {
+    TileRows t;
+    const char* e = std::getenv("FUSEDMOE_W4_TILE_ROWS");
+    if (e == nullptr) return t;
+    long a = 0, b = 0;
+    char tail = 0;
+    if (std::sscanf(e, "%ld,%ld%c", &a, &b, &tail) != 2 || a < 1 || b < a)
+      throw Error(std::string("FUSEDMOE_W4_TILE_ROWS: expected A,B with 1 <= A <= B, got '") + e + "'");
+    t.t8 = a;
+    t.t16 = b;
+    return t;
+  }();
+  return r;
+}
 int tokens_per_pass(int64_t max_rows, int groups) {
   const int64_t active = std::min<int64_t>(max_rows, groups);
   const int64_t expect = (max_rows + active - 1) / active;
-  return expect <= 8 ? 8 : (expect <= 16 ? 16 : 32);
+  const TileRows r = tile_rows();
+  return expect <= r.t8 ? 8 : (expect <= r.t16 ? 16 : 32);
 }
 
 }  // namespace

@@ -110,8 +110,15 @@ constexpr int64_t kW4DequantMinRowsPerExpert = 48;
 // after its instruction diet (H200, bench/results/2026-11-22-h200-w4-kernel-diet-ab), at 16 rows
 // per expert the layer takes 0.77-0.87x the mma kernel's time (Qwen3 M = 256, DeepSeek-V3 TP1
 // M = 512, gpt-oss nvfp4 M = 512), except gpt-oss-120b mxfp4 M = 512 (1.06x); at 8 rows
-// 1.12-1.61x.
-constexpr int64_t kW4WgmmaMinRowsPerExpert = 16;
+// 1.12-1.61x. Since the mma kernel's 16- and 32-token tiles take their activations through shared memory (kSx,
+// 2026-11-29) the mma kernel wins further (H200 same-binary A/Bs, FUSEDMOE_W4_WGMMA_MIN_ROWS,
+// bench/results/2026-11-29-h200-e2m1-smem-x16 r2 / r3; layers, mma / wgmma): W4A8 at 16 / 24 / 28 rows 0.81 / 0.92 /
+// 0.97 on Qwen3-30B-A3B, 0.95 / 0.97 / 1.08 on DeepSeek-V3 TP1; MXFP4 / NVFP4 at 16-28 rows 0.75-0.98 on the three
+// presets, at 32 rows 0.99-1.12. So the wgmma way from 26 rows (W4A8) and 30 rows (MXFP4, NVFP4).
+constexpr int64_t kW4A8WgmmaMinRowsPerExpert = 26, kW4E2m1WgmmaMinRowsPerExpert = 30;
+inline int64_t w4_wgmma_min_rows_per_expert(Format f) {
+  return f == Format::W4A8_INT4 ? kW4A8WgmmaMinRowsPerExpert : kW4E2m1WgmmaMinRowsPerExpert;
+}
 inline bool w4_use_dequant(int64_t max_rows, int groups, int64_t min_rows = kW4DequantMinRowsPerExpert) {
   const int64_t active = max_rows < groups ? max_rows : groups;
   return active > 0 && max_rows >= min_rows * active;

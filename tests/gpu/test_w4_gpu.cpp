@@ -123,6 +123,19 @@ TEST_P(W4Gpu, LargeBatchMatchesOracle) {
   check_against_oracle(c, make_layer(c), make_inputs(c, c.E));
 }
 
+// Between decode and the large-batch way: 12 and 24 rows per expert take the mma kernel's 16- and 32-token tiles (their
+// activations through shared memory), below the wgmma way's threshold (26 rows W4A8, 30 MXFP4 / NVFP4).
+TEST_P(W4Gpu, MidBatchMatchesOracle) {
+  FMOE_REQUIRE_GPU();
+  const W4Case& w = kCases[GetParam()];
+  for (int64_t M : {24, 48}) {
+    const Case c = make_w4_case(w, M, 256, 128, 4, 2, 66 + M + 1000 * GetParam());
+    ASSERT_FALSE(cuda::w4_use_dequant(c.M * c.topk, static_cast<int>(c.E), cuda::w4_wgmma_min_rows_per_expert(w.format)))
+        << "M " << M << ": the mma kernel's way is what this test is for";
+    check_against_oracle(c, make_layer(c), make_inputs(c, c.E));
+  }
+}
+
 // Sizes that are multiples of 32 but not of 128 (gpt-oss: 2880), and a weight row count that is
 // not a multiple of the 16-row MMA tile; both ways.
 TEST_P(W4Gpu, RaggedSizesMatchOracle) {

@@ -281,7 +281,7 @@ TEST(W4WgmmaActGpu, LayerRunsFusedPath) {
     c.seed = 900 + static_cast<uint64_t>(l.f) * 10 + static_cast<uint64_t>(l.a);
     c.w_gain = l.act == Activation::SWIGLUOAI ? 6.0f : 1.0f;
     SCOPED_TRACE(describe(c));
-    ASSERT_TRUE(cuda::w4_use_dequant(c.M * c.topk, static_cast<int>(c.E), cuda::kW4WgmmaMinRowsPerExpert));
+    ASSERT_TRUE(cuda::w4_use_dequant(c.M * c.topk, static_cast<int>(c.E), cuda::w4_wgmma_min_rows_per_expert(l.f)));
     check_case(c);
     const LayerFile lf = make_layer(c);
     const Inputs in = make_inputs(c, c.E);
