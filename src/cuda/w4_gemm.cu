@@ -829,7 +829,7 @@ void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cud
 }
 
 // Tokens per pass of the mma kernel: enough 8-token tiles for the expected rows of an expert.
-// FUSEDMOE_W4_TILE_ROWS=A,B (a same-binary A/B switch): 8-token tiles up to A expected rows per expert, 16-token tiles
+// FUSEDMOE_W4_TILE_ROWS=A/B (a same-binary A/B switch): 8-token tiles up to A expected rows per expert, 16-token tiles
 // up to B, 32-token tiles above (default 8,16). An expert with more rows than a tile takes another pass over its
 // weights.
 struct TileRows {
@@ -842,8 +842,8 @@ TileRows tile_rows() {
     if (e == nullptr) return t;
     long a = 0, b = 0;
     char tail = 0;
-    if (std::sscanf(e, "%ld,%ld%c", &a, &b, &tail) != 2 || a < 1 || b < a)
-      throw Error(std::string("FUSEDMOE_W4_TILE_ROWS: expected A,B with 1 <= A <= B, got '") + e + "'");
+    if (std::sscanf(e, "%ld/%ld%c", &a, &b, &tail) != 2 || a < 1 || b < a)
+      throw Error(std::string("FUSEDMOE_W4_TILE_ROWS: expected A/B with 1 <= A <= B, got '") + e + "'");
     t.t8 = a;
     t.t16 = b;
     return t;
