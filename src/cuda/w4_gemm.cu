@@ -828,12 +828,17 @@ void launch_mma_act(const Params& p, const ActivationParams& act, dim3 grid, cud
   launch_instance<F, 1, false, false, true, false, true>(p, grid, stream, sms, act);
 }
 
-// Tokens per pass of the mma kernel: enough 8-token tiles for the expected rows of an expert.
-// FUSEDMOE_W4_TILE_ROWS=A/B (a same-binary A/B switch): 8-token tiles up to A expected rows per expert, 16-token tiles
-// up to B, 32-token tiles above (default 8,16). An expert with more rows than a tile takes another pass over its
-// weights.
+// Tokens per pass of the mma kernel by the expected rows per active expert: 8-token tiles up to kTile8MaxRows, 16-token
+// tiles up to kTile16MaxRows, 32-token tiles above. An expert with more rows than its tile takes another pass over its
+// weights (from HBM again: a pass streams more than L2 holds), a bigger tile more MMA and decode work per weight byte.
+// With the tiles' activations through shared memory (kSx) the bigger tiles got cheaper, and H200 same-binary A/Bs
+// (bench/results/2026-11-29-h200-w4-tile-rows, layers on three presets, W4A8 / MXFP4 / NVFP4) moved the bounds from
+// 8 / 16: the 16-token tile at 7 / 8 rows 0.85-0.95x / 0.78-0.90x the 8-token one (about a third of the experts had
+// more than 8 rows), at 6 rows mixed (0.95-1.07), at 4 / 5 rows 1.04-1.17x; the 32-token tile at 16 rows 0.86-1.00x
+// the 16-token one, at 13 rows 1.07-1.21x. FUSEDMOE_W4_TILE_ROWS=A/B (a same-binary A/B switch) sets the two bounds.
+constexpr int64_t kTile8MaxRows = 6, kTile16MaxRows = 15;
 struct TileRows {
-  int64_t t8 = 8, t16 = 16;
+  int64_t t8 = kTile8MaxRows, t16 = kTile16MaxRows;
 };
 TileRows tile_rows() {
   static const TileRows r = [] {
@@ -876,7 +881,8 @@ const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act
   if (!mma_act_on()) return "switched off (FUSEDMOE_W4_MMA_ACT=0)";
   if (w13.format != Format::MXFP4 && w13.format != Format::NVFP4) return "e2m1 weights only";
   if (!w4_mma_lean(w13.format)) return "the lean decode is switched off";
-  if (max_rows <= 0 || groups <= 0 || tokens_per_pass(max_rows, groups) != 8) return "more than 8 expected rows per expert";
+  if (max_rows <= 0 || groups <= 0 || tokens_per_pass(max_rows, groups) != 8)
+    return "more expected rows per expert than the 8-token tile takes";
   if (act.quant != Fp8Quant::NONE || act.op != Operand::BF16) return "GEMM2's operand is not unquantised bf16";
   if (act.act == Activation::RELU2 || act.R != 2 * act.N || w13.n != act.R) return "not a gated activation of GEMM1's rows";
   if (act.N % 8 != 0) return "the intermediate size is not a multiple of 8";

@@ -70,7 +70,7 @@ void w4_dequantize_weights(const W4Weights& w, int e0, int count, const int32_t*
 // What the shapes need: k a multiple of 32 (one lane reads 32 values = 16 bytes of a row).
 // GEMM1 with the activation stage in the mma kernel's epilogue (decode sizes): writes act.out (GEMM2's operand, in
 // act.korder) instead of h, the same bytes as w4_mma_grouped_gemm + launch_activation. For MXFP4 / NVFP4 on the lean
-// decode, at most 8 expected rows per expert, bf16 activations without quantisation, gated activations, dequant NONE
+// decode, at most 6 expected rows per expert (the 8-token tiles: w4_gemm.cu kTile8MaxRows), bf16 activations without quantisation, gated activations, dequant NONE
 // or GENERIC; w4_mma_act_refusal says why a call does not qualify (nullptr: it does).
 const char* w4_mma_act_refusal(const W4Weights& w13, const ActivationParams& act, int groups, int64_t max_rows);
 // sm_count: the device's SMs, for the same launch rule (0: queried).
