@@ -112,7 +112,7 @@ constexpr int kWarpStageBytes = 16 * kRowPitch;
 // converted in the loop, the compares and selects were ~10 instructions per row and sub-chunk.
 constexpr int kTableBytes = 256 * 4;
 // A block's shared memory: the table and its warps' stage rings of kS stages.
-constexpr int smem_bytes(int kS, int kW = kWarps) { return kTableBytes + kW * kS * kWarpStageBytes; }
+constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStageBytes; }
 // kSx (the 2-stage tiles, see the kernel): a stage's activations, 8 NT token rows of 256 16-bit values, one copy per
 // block after the warps' weight rings.
 // A ring of x_buffers(NT) (stage c in buffer c % x_buffers), so that stage c + 1 is copied while stage c is waited for
@@ -123,7 +123,7 @@ constexpr int smem_bytes(int kS, int kW = kWarps) { return kTableBytes + kW * kS
 constexpr int kXRowBytes = kSubs * 128 * 2;
 constexpr int x_buffers(int NT) { return NT == 4 ? 3 : 4; }
 constexpr int x_stage_bytes(int NT) { return 8 * NT * kXRowBytes; }
-constexpr int smem_bytes_sx(int kS, int NT, int kW = kWarps) { return smem_bytes(kS, kW) + x_buffers(NT) * x_stage_bytes(NT); }
+constexpr int smem_bytes_sx(int kS, int NT) { return smem_bytes(kS) + x_buffers(NT) * x_stage_bytes(NT); }
 // The ring buffer of stage c (c >= 0).
 template <int NT>
 __device__ __forceinline__ uint32_t x_buffer(int c) {
@@ -211,11 +211,10 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // (tokens g, g + 1, lanes t = 0..3) then hits 8 distinct 16-byte bank groups. Same MMAs on the same values in the same
 // order as the plain tiles: the same bits.
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
-          bool kSplit = false, int kS = kStages, bool kSx = false, int kW = kWarps>
-__global__ void __launch_bounds__(kW * 32, kW == 8 ? 2 : (kS > 2 || (kSx && F != kInt4 && NT == 2) ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>))
+          bool kSplit = false, int kS = kStages, bool kSx = false>
+__global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && NT == 2) ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
-  static_assert(kW == kWarps || (kW == 8 && kSx && NT > 1), "8-warp blocks: the kSx 16- / 32-token tiles");
   static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || kLean)),
                 "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean 8- and 16-token ones");
   constexpr int kXStageBytes = x_stage_bytes(NT);
@@ -225,11 +224,11 @@ __global__ void __launch_bounds__(kW * 32, kW == 8 ? 2 : (kS > 2 || (kSx && F !=
   extern __shared__ __align__(16) uint8_t smem[];
   const uint32_t* table = reinterpret_cast<const uint32_t*>(smem);
   if constexpr (F != kInt4) {
-    for (int i = threadIdx.x; i < 256; i += kW * 32)
+    for (int i = threadIdx.x; i < 256; i += kWarps * 32)
       reinterpret_cast<uint32_t*>(smem)[i] = scale_bits<F>(static_cast<uint32_t>(i));
   }
   __syncthreads();
-  const ExpertRows er = active_expert_rows<kW>(p.offsets, p.groups, blockIdx.y);
+  const ExpertRows er = active_expert_rows<kWarps>(p.offsets, p.groups, blockIdx.y);
   const int e = er.e;
   if (e < 0) return;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, g = lane >> 2, t = lane & 3;
@@ -239,7 +238,7 @@ __global__ void __launch_bounds__(kW * 32, kW == 8 ? 2 : (kS > 2 || (kSx && F !=
   // kAct: outputs nb .. nb + 7; their gate rows rb[0] + i * rstride and up rows rb[1] + i * rstride (i < 8).
   int nb = 0, rb[2] = {0, 0}, rstride = 1;
   if constexpr (kAct) {
-    nb = (static_cast<int>(blockIdx.x) * kW + warp) * 8;
+    nb = (static_cast<int>(blockIdx.x) * kWarps + warp) * 8;
     if constexpr (kSx) {
       if (nb >= act.N) nb = act.N - 8, store_rows = false;  // as n0 below
     } else {
@@ -251,7 +250,7 @@ __global__ void __launch_bounds__(kW * 32, kW == 8 ? 2 : (kS > 2 || (kSx && F !=
     rb[1] = static_cast<int>(ui);
     rstride = act.interleaved ? 2 : 1;
   } else {
-    n0 = (static_cast<int>(blockIdx.x) * kW + warp) * 16;
+    n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
     if constexpr (kSx) {
       // Every warp copies its quarter of the activations and meets the block barriers: a warp past n computes the
       // last 16 rows again and stores nothing.
@@ -327,7 +326,7 @@ __global__ void __launch_bounds__(kW * 32, kW == 8 ? 2 : (kS > 2 || (kSx && F !=
   };
   // kSx: the block's activation ring and where this lane's 32 values of a sub-chunk lie (token g, values t * 32 + 8 q ..
   // + 7 at xbase + ((q << 4) ^ xswz), plus the buffer's and the sub-chunk's offsets).
-  const uint32_t xsm = static_cast<uint32_t>(__cvta_generic_to_shared(smem + smem_bytes(kS, kW)));
+  const uint32_t xsm = static_cast<uint32_t>(__cvta_generic_to_shared(smem + smem_bytes(kS)));
   uint32_t xbase = 0, xswz = 0;  // chunk q of the lane's 64 bytes at xbase + ((q << 4) ^ xswz)
   if constexpr (kSx) {
     xbase = xsm + g * kXRowBytes + t * 64;
@@ -336,16 +335,14 @@ __global__ void __launch_bounds__(kW * 32, kW == 8 ? 2 : (kS > 2 || (kSx && F !=
   int x_tok0 = 0;  // kSx: the current 8-token pass (the activation copies' rows)
   // Stage c -> buffer buf (always commits a group; past the last stage it copies nothing).
   auto issue_stage = [&](int c, int buf, Raw& raw) {
-    if constexpr (kSx) {  // tokens kRowsPerWarp warp + i, 16-byte chunk `lane` of the stage's 256 values; zeros past k
-      constexpr int kRowsPerWarp = 8 * NT / kW;
-      static_assert(kRowsPerWarp * kW == 8 * NT, "the block's warps copy the tile's token rows evenly");
+    if constexpr (kSx) {  // tokens 2 NT warp + i, 16-byte chunk `lane` of the stage's 256 values; zeros past k
       const int kk = c * (kSubs * 128) + lane * 8;
       const bool xv = kk < k;
 #pragma unroll
-      for (int i = 0; i < kRowsPerWarp; ++i) {
+      for (int i = 0; i < 2 * NT; ++i) {
         // Token rows past the expert's are not copied: their columns of the MMA are computed from whatever the buffer
         // holds and never stored (a column's sums depend on its own token only).
-        const int tok = kRowsPerWarp * warp + i;
+        const int tok = 2 * NT * warp + i;
         if (x_tok0 + tok >= rows) break;
         const uint16_t* src = p.a + static_cast<int64_t>(row0 + x_tok0 + tok) * k + (xv ? kk : 0);
         const uint32_t phys = static_cast<uint32_t>(lane ^ ((((lane >> 3) & 1) << 1) ^ (tok & 1)));
@@ -575,7 +572,7 @@ __global__ void __launch_bounds__(kW * 32, kW == 8 ? 2 : (kS > 2 || (kSx && F !=
         const int64_t r = row0 + tok;
         // This lane's output and its gate / up columns, recomputed here rather than held through the k loop (at 80
         // registers, held, they spilled).
-        const int out = (static_cast<int>(blockIdx.x) * kW + (static_cast<int>(threadIdx.x) >> 5)) * 8 + g;
+        const int out = (static_cast<int>(blockIdx.x) * kWarps + (static_cast<int>(threadIdx.x) >> 5)) * 8 + g;
         int64_t gi, ui;
         gate_up_columns(act, out, gi, ui);
         // launch_activation's act_value on h = acc * kOut: the same operations, the same bits.
@@ -690,32 +687,14 @@ int sms_or_device(int sm_count) {
   return sms;
 }
 W4MmaLaunch g_last_launch;  // w4_mma_last_launch (tests)
-template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kSx = false,
-          int kW = kWarps>
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kSx = false>
 void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
-  constexpr int kBytes = kSx ? smem_bytes_sx(kS, NT, kW) : smem_bytes(kS, kW);
-  constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx, kW>;
+  constexpr int kBytes = kSx ? smem_bytes_sx(kS, NT) : smem_bytes(kS);
+  constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx>;
   opt_in_dynamic_smem<kernel>(kBytes);
-  g_last_launch = {NT, kS, kSx, kW};
-  if constexpr (kW != kWarps) grid.x = static_cast<unsigned>((p.n + kW * 16 - 1) / (kW * 16));  // 16 rows a warp
-  if (pdl) launch_chained(kernel, grid, dim3(kW * 32), kBytes, stream, p, act);
-  else launch_unchained(kernel, grid, dim3(kW * 32), kBytes, stream, p, act);
-}
-// Warps per block of the kSx 16- / 32-token tiles: 4 (as every other instance) or 8. A block's warps share one copy of
-// the tile's activations, so per weight byte a block streams 16 NT rows x 2 bytes of activations for every 16 x 0.5
-// bytes of weights per warp: with 4 warps the 32-token tile moves twice as many activation bytes from L2 as weight
-// bytes, with 8 warps as many. FUSEDMOE_W4_SX_WARPS=4 / 8 (default kSxWarps); tests force either (w4_mma_force_sx_warps).
-constexpr int kSxWarps = 4;
-int g_forced_sx_warps = 0;
-int sx_warps() {
-  static const int env = [] {
-    const char* e = std::getenv("FUSEDMOE_W4_SX_WARPS");
-    if (e == nullptr) return kSxWarps;
-    if (std::strcmp(e, "4") == 0) return 4;
-    if (std::strcmp(e, "8") == 0) return 8;
-    throw Error(std::string("FUSEDMOE_W4_SX_WARPS: expected 4 or 8, got '") + e + "'");
-  }();
-  return g_forced_sx_warps != 0 ? g_forced_sx_warps : env;
+  g_last_launch = {NT, kS, kSx};
+  if (pdl) launch_chained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
+  else launch_unchained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
 }
 // One instance: its shared-memory opt-in (once per device) and the launch (chained unless the grid is under a wave).
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false,
@@ -733,11 +712,8 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
     }
     if (three) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, 3>(p, grid, stream, act, pdl);
     return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, pdl);
-  } else if constexpr (kSx) {
-    if (sx_warps() == 8) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, true, 8>(p, grid, stream, act, true);
-    launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, true>(p, grid, stream, act, true);
   } else {
-    launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, true);
+    launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, kSx>(p, grid, stream, act, true);
   }
 }
 // The 2-stage tiles with their activations in shared memory (kSx): W4A8's 8-, 16- and 32-token ones; the e2m1 lean 16-
@@ -895,12 +871,6 @@ void w4_mma_force_smem_x(int mode) {
 
 W4MmaLaunch w4_mma_last_launch() { return g_last_launch; }
 
-void w4_mma_force_sx_warps(int warps) {
-  if (warps != 0 && warps != 4 && warps != 8)
-    throw Error("w4_mma_force_sx_warps: warps must be 0, 4 or 8, got " + std::to_string(warps));
-  g_forced_sx_warps = warps;
-}
-
 void w4_mma_force_stages(int stages) {
   if (stages != 0 && stages != 2 && stages != 3)
     throw Error("w4_mma_force_stages: stages must be 0, 2 or 3, got " + std::to_string(stages));
@@ -1001,9 +971,10 @@ void w4_mma_grouped_gemm(const W4Weights& w, const void* a, float* d, int groups
   Params p = make_params(w, a, d, groups, offsets);
   p.d2 = d2;
   const int64_t active = std::min<int64_t>(max_rows, groups);
-  // Tokens per pass: enough 8-token tiles for the expected rows of an expert (each pass streams
-  // the expert's weights once); rows beyond are taken in further passes.
-  // (16-token passes from 6 or 7 expected rows were slower: bench/results/2026-11-28-h200-w4-nt2-rows.)
+  // Tokens per pass: by the expected rows of an expert (tokens_per_pass; each pass streams the expert's weights once);
+  // rows beyond are taken in further passes. (16-token passes from 6 or 7 expected rows were slower in the register
+  // form, bench/results/2026-11-28-h200-w4-nt2-rows; with kSx from 7 they are faster: bench/results/2026-11-29-h200-w4-tile-rows.)
+  // (The kSx 16- / 32-token tiles on 8-warp blocks measured no better: bench/results/2026-11-29-h200-w4-sx-warps.)
   const int nt = tokens_per_pass(max_rows, groups) / 8;
   // One 16-row tile per warp: two measured slower (218-255 registers, fewer warps; NOTES.md).
   const int64_t per_block = static_cast<int64_t>(kWarps) * 16;

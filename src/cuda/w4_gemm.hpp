@@ -87,16 +87,11 @@ void w4_mma_force_stages(int stages);
 // every k), 1 registers, 2 shared memory
 // wherever an instance exists (any k). Not thread-safe; the same bits whichever.
 void w4_mma_force_smem_x(int mode);
-// Tests only: the warps per block of the shared-memory 16- / 32-token tiles - 0 the rule (FUSEDMOE_W4_SX_WARPS, else
-// w4_gemm.cu kSxWarps), 4 or 8. Not thread-safe; the same bits whichever.
-void w4_mma_force_sx_warps(int warps);
 // Tests only: what the last mma kernel launch ran (so a test of a forced form can assert it reached that form) -
-// tokens per pass in 8-token tiles (1, 2, 4), weight stages per warp, activations through shared memory (kSx), warps
-// per block.
+// tokens per pass in 8-token tiles (1, 2, 4), weight stages per warp, activations through shared memory (kSx).
 struct W4MmaLaunch {
   int tiles = 0, stages = 0;
   bool smem_x = false;
-  int warps = 0;
 };
 W4MmaLaunch w4_mma_last_launch();
 

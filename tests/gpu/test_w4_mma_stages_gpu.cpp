@@ -51,19 +51,13 @@ struct StageCase {
   bool swizzled, uint4b8, split;
   int64_t N, k;      // weights [E, 2N, k]
   int rows_mult = 1;  // SMEM_X: the rows per expert times this (3: 16-token tiles, 6: 32-token tiles)
-  int sx_warps = 4;   // SMEM_X with 16- / 32-token tiles: the shared-memory form's warps per block (4 or 8)
-};
-// Forces the shared-memory 16- / 32-token tiles' warps per block for a case; back to the rule when the scope ends.
-struct ForcedSxWarps {
-  explicit ForcedSxWarps(int w) { cuda::w4_mma_force_sx_warps(w); }
-  ~ForcedSxWarps() { cuda::w4_mma_force_sx_warps(0); }
 };
 
 std::string describe(const StageCase& c) {
   const char* f = c.format == Format::MXFP4 ? "mxfp4" : c.format == Format::NVFP4 ? "nvfp4" : "w4a8-int4";
   return std::string(f) + (c.swizzled ? " swizzled" : "") + (c.uint4b8 ? " uint4b8" : "") + (c.split ? " split" : "") +
          " N " + std::to_string(c.N) + " k " + std::to_string(c.k) +
-         (c.rows_mult > 1 ? " rows x" + std::to_string(c.rows_mult) + " " + std::to_string(c.sx_warps) + " warps" : "");
+         (c.rows_mult > 1 ? " rows x" + std::to_string(c.rows_mult) : "");
 }
 
 // Bytes of two device buffers of n bytes compared; at least half of the reference's 4-byte words nonzero.
@@ -95,12 +89,10 @@ void expect_launch(const StageCase& c, Knob knob, bool ref, const char* what) {
     EXPECT_EQ(l.stages, 2) << what << ": weight stages per warp";
     EXPECT_EQ(l.smem_x, !ref) << what << ": activations through shared memory";
   }
-  EXPECT_EQ(l.warps, knob == Knob::SMEM_X && !ref && tiles > 1 ? c.sx_warps : 4) << what << ": warps per block";
 }
 
 void run_case(const StageCase& c, uint64_t seed, Knob knob = Knob::STAGES) {
   SCOPED_TRACE(describe(c) + (knob == Knob::SMEM_X ? " (shared-memory activations)" : ""));
-  const ForcedSxWarps sx_warps(c.sx_warps);
   // SMEM_X: one expert of 13 rows (two 8-token passes; still 8-token tiles: 4 expected rows per expert).
   std::vector<int32_t> rows = knob == Knob::SMEM_X ? std::vector<int32_t>{3, 0, 1, 13, 5, 0, 2, 7}
                                                    : std::vector<int32_t>{3, 0, 1, 8, 5, 0, 2, 7};
@@ -235,19 +227,14 @@ TEST(W4MmaStagesGpu, SharedMemoryActivationsBitwiseEqualToRegisters) {
     for (int64_t k : {4352, 4160, 1088}) run_case({Format::NVFP4, k == 4352, false, false, 96, k}, seed++, Knob::SMEM_X);
   for (int64_t k : {4352, 4224, 1152}) run_case({Format::W4A8_INT4, false, k == 4224, false, 72, k}, seed++, Knob::SMEM_X);
   // W4A8's 16- and 32-token tiles (~12 / ~23 expected rows per expert; the 13-row expert then takes 3 passes of each).
-  for (int warps : {4, 8})
-    for (int mult : {3, 6})
-      run_case({Format::W4A8_INT4, false, mult == 6, false, 72, 1152, mult, warps}, seed++, Knob::SMEM_X);
+  for (int mult : {3, 6}) run_case({Format::W4A8_INT4, false, mult == 6, false, 72, 1152, mult}, seed++, Knob::SMEM_X);
   // The e2m1 lean 16- and 32-token tiles (MXFP4 with a full and a partial last stage, NVFP4 swizzled with a 64-value
-  // one; the 32-token tile's ring has three buffers), on 4- and 8-warp blocks (N = 72 / 96: 144 / 192 weight rows, so
-  // an 8-warp block has warps past n).
-  for (int warps : {4, 8})
-    for (int mult : {3, 6}) {
-      if (mx)
-        for (int64_t k : {2048, 1216})
-          run_case({Format::MXFP4, false, false, false, 72, k, mult, warps}, seed++, Knob::SMEM_X);
-      if (nv) run_case({Format::NVFP4, true, false, false, 96, 1088, mult, warps}, seed++, Knob::SMEM_X);
-    }
+  // one; the 32-token tile's ring has three buffers).
+  for (int mult : {3, 6}) {
+    if (mx)
+      for (int64_t k : {2048, 1216}) run_case({Format::MXFP4, false, false, false, 72, k, mult}, seed++, Knob::SMEM_X);
+    if (nv) run_case({Format::NVFP4, true, false, false, 96, 1088, mult}, seed++, Knob::SMEM_X);
+  }
   if (!mx || !nv) GTEST_SKIP() << "e2m1 cases left out: the lean decode is switched off (FUSEDMOE_W4_LEAN / _LEAN_NV = 0)";
 }
 
