@@ -112,7 +112,7 @@ constexpr int kWarpStageBytes = 16 * kRowPitch;
 // converted in the loop, the compares and selects were ~10 instructions per row and sub-chunk.
 constexpr int kTableBytes = 256 * 4;
 // A block's shared memory: the table and its warps' stage rings of kS stages.
-constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStageBytes; }
+constexpr int smem_bytes(int kS, int kRT = 1) { return kTableBytes + kWarps * kS * kWarpStageBytes * kRT; }
 // kSx (the 2-stage tiles, see the kernel): a stage's activations, 8 NT token rows of 256 16-bit values, one copy per
 // block after the warps' weight rings.
 // A ring of x_buffers(NT) (stage c in buffer c % x_buffers), so that stage c + 1 is copied while stage c is waited for
@@ -123,7 +123,7 @@ constexpr int smem_bytes(int kS) { return kTableBytes + kWarps * kS * kWarpStage
 constexpr int kXRowBytes = kSubs * 128 * 2;
 constexpr int x_buffers(int NT) { return NT == 4 ? 3 : 4; }
 constexpr int x_stage_bytes(int NT) { return 8 * NT * kXRowBytes; }
-constexpr int smem_bytes_sx(int kS, int NT) { return smem_bytes(kS) + x_buffers(NT) * x_stage_bytes(NT); }
+constexpr int smem_bytes_sx(int kS, int NT, int kRT = 1) { return smem_bytes(kS, kRT) + x_buffers(NT) * x_stage_bytes(NT); }
 // The ring buffer of stage c (c >= 0).
 template <int NT>
 __device__ __forceinline__ uint32_t x_buffer(int c) {
@@ -211,10 +211,11 @@ constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 &
 // (tokens g, g + 1, lanes t = 0..3) then hits 8 distinct 16-byte bank groups. Same MMAs on the same values in the same
 // order as the plain tiles: the same bits.
 template <int F, int NT, bool kTail = false, bool kZp = true, bool kLean = false, bool kFullK = false, bool kAct = false,
-          bool kSplit = false, int kS = kStages, bool kSx = false>
+          bool kSplit = false, int kS = kStages, bool kSx = false, int kRT = 1>
 __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && NT == 2) ? 4 : kLeanMinBlocks<F, NT, kTail, kLean, kFullK>)
     w4_mma_kernel(Params p, ActArg<kAct> act) {
   chain_wait();
+  static_assert(kRT == 1 || (kRT == 2 && kSx && NT > 1 && F != kInt4), "two row tiles: the e2m1 kSx 16- / 32-token tiles");
   static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || kLean)),
                 "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean 8- and 16-token ones");
   constexpr int kXStageBytes = x_stage_bytes(NT);
@@ -250,11 +251,11 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
     rb[1] = static_cast<int>(ui);
     rstride = act.interleaved ? 2 : 1;
   } else {
-    n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16;
+    n0 = (static_cast<int>(blockIdx.x) * kWarps + warp) * 16 * kRT;
     if constexpr (kSx) {
       // Every warp copies its quarter of the activations and meets the block barriers: a warp past n computes the
-      // last 16 rows again and stores nothing.
-      if (n0 >= n) n0 = n - 16, store_rows = false;
+      // last 16 kRT rows again and stores nothing (kRT = 2: n % 32 == 0, rt2_applies).
+      if (n0 >= n) n0 = n - 16 * kRT, store_rows = false;
     } else {
       if (n0 >= n) return;  // n % 16 == 0 (w4_shape_ok): the warp's 16 rows all exist
     }
@@ -271,7 +272,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
     if (blockIdx.z == 0) c_end = mid;
     else c_begin = mid;
   }
-  uint8_t* wsm = smem + kTableBytes + warp * kS * kWarpStageBytes;
+  uint8_t* wsm = smem + kTableBytes + warp * kS * kWarpStageBytes * kRT;
 
   // Weight copies of this lane: rows n0 + lane / kCols + kRowsPerCopy * i (i < kCopies), 16 bytes
   // at column lane % kCols of a stage.
@@ -292,13 +293,13 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
   // Scales of this lane's rows n0 + g (h = 0) and n0 + g + 8 (h = 1): those of 128-k sub-chunk s
   // (values s * 128 + t * 32 .. + 31) at sb[h] + s * sstep: mxfp4 one e8m0 byte, nvfp4 two e4m3
   // bytes (its two 16-blocks), int4 the bf16 group scale.
-  const uint8_t* sb[2];
+  const uint8_t* sb[2 * kRT];
   int sstep;
   {
     const uint8_t* s = static_cast<const uint8_t*>(p.scale);
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      const int64_t row = kAct ? rb[h] + g * rstride : n0 + h * 8 + g;
+    for (int h = 0; h < 2 * kRT; ++h) {
+      const int64_t row = kAct ? rb[h & 1] + g * rstride : n0 + h * 8 + g;
       if constexpr (F == kInt4) {
         sb[h] = s + (static_cast<int64_t>(e) * n + row) * (k / 128) * 2;
         sstep = 2;
@@ -322,11 +323,11 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
   // nvfp4 / int4 its 16 bits at half sub of the 64-bit w[h].
   using RawWord = std::conditional_t<F == kMx, uint32_t, uint64_t>;
   struct Raw {
-    RawWord w[2];
+    RawWord w[2 * kRT];
   };
   // kSx: the block's activation ring and where this lane's 32 values of a sub-chunk lie (token g, values t * 32 + 8 q ..
   // + 7 at xbase + ((q << 4) ^ xswz), plus the buffer's and the sub-chunk's offsets).
-  const uint32_t xsm = static_cast<uint32_t>(__cvta_generic_to_shared(smem + smem_bytes(kS)));
+  const uint32_t xsm = static_cast<uint32_t>(__cvta_generic_to_shared(smem + smem_bytes(kS, kRT)));
   uint32_t xbase = 0, xswz = 0;  // chunk q of the lane's 64 bytes at xbase + ((q << 4) ^ xswz)
   if constexpr (kSx) {
     xbase = xsm + g * kXRowBytes + t * 64;
@@ -351,7 +352,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
     }
     const int byte = c * kStageRowBytes;
     const bool kv = byte + cbyte < hk;  // this lane's 16 bytes lie inside the rows (so c < stages)
-    const uint32_t dst = wdst + buf * kWarpStageBytes;
+    const uint32_t dst = wdst + buf * kWarpStageBytes * kRT;
     if constexpr (kAct) {
       const uint8_t* src[2] = {wsrc + (kv ? byte : 0), wsrc_up + (kv ? byte : 0)};
 #pragma unroll
@@ -362,14 +363,14 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
     } else {
       const uint8_t* src = wsrc + (kv ? byte : 0);
 #pragma unroll
-      for (int i = 0; i < kCopies; ++i) {
+      for (int i = 0; i < kCopies * kRT; ++i) {  // kRT = 2: rows 16..31 continue the same step
         cp_async16(dst + i * kRowsPerCopy * kRowPitch, src, kv);
         src += rstep;
       }
     }
     cp_async_commit();
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
+    for (int h = 0; h < 2 * kRT; ++h) {
       const uint8_t* q = sb[h] + static_cast<int64_t>(c) * kSubs * sstep;
       RawWord r = 0;
 #pragma unroll
@@ -423,11 +424,13 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
         }
       }
     };
-    float acc[NT][4];
+    float acc[kRT][NT][4];  // row tile r: weight rows n0 + 16 r ..
 #pragma unroll
-    for (int j = 0; j < NT; ++j)
+    for (int r = 0; r < kRT; ++r)
 #pragma unroll
-      for (int q = 0; q < 4; ++q) acc[j][q] = 0.0f;
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int q = 0; q < 4; ++q) acc[r][j][q] = 0.0f;
 
     // One sub-chunk: its scales, weights from shared memory, the next sub-chunk's activations
     // into the other buffer (two named buffers, the sub loop unrolled by 2: no copies).
@@ -444,9 +447,9 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
                          : "=r"(xa[j][q].x), "=r"(xa[j][q].y), "=r"(xa[j][q].z), "=r"(xa[j][q].w)
                          : "r"(xbase + off + j * 8 * kXRowBytes + ((static_cast<uint32_t>(q) << 4) ^ xswz)));
       }
-      uint4 wv[2];
+      uint4 wv[2 * kRT];
 #pragma unroll
-      for (int h = 0; h < 2; ++h)
+      for (int h = 0; h < 2 * kRT; ++h)
         wv[h] = *reinterpret_cast<const uint4*>(buf + (h * 8 + g) * kRowPitch + sub * 64 + t * 16);
       // W4A8's 8-token tile: the group's sums in two sets, the word's two k16 MMAs into different ones (two dependent
       // chains of four MMAs instead of one of eight: that tile waits on memory and on fixed-latency results, not the
@@ -460,9 +463,9 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
         for (int j = 0; j < NT; ++j)
 #pragma unroll
           for (int q = 0; q < 4; ++q) part[i][j][q] = 0.0f;
-      uint32_t s2[2][2];  // rows g, g + 8; nvfp4: its two 16-blocks
+      uint32_t s2[2 * kRT][2];  // rows g, g + 8 (of each row tile); nvfp4: its two 16-blocks
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+      for (int h = 0; h < 2 * kRT; ++h) {
         if constexpr (F == kMx) {
           s2[h][0] = s2[h][1] = table[(raw.w[h] >> (8 * sub)) & 0xFFu];
         } else if constexpr (F == kNv) {
@@ -475,9 +478,9 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
       }
 #pragma unroll
       for (int q = 0; q < 4; ++q) {  // word q: values kb + 8q .. kb + 8q + 7
-        uint32_t pa[2][4];
+        uint32_t pa[2 * kRT][4];
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < 2 * kRT; ++h) {
           const uint32_t word = q == 0 ? wv[h].x : q == 1 ? wv[h].y : q == 2 ? wv[h].z : wv[h].w;
           decode_word<F, kLean>(word, s2[h][q >> 1], p.uint4b8, pa[h]);
         }
@@ -487,12 +490,15 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
           uint32_t b[4];  // (k0,k4) (k1,k5) | (k2,k6) (k3,k7)
           if constexpr (F == kInt4 || kLean) b[0] = x.x, b[1] = x.y, b[2] = x.z, b[3] = x.w;  // stored so
           else permute_b(x, b);
-          const uint32_t a0[4] = {pa[0][0], pa[1][0], pa[0][1], pa[1][1]};
-          const uint32_t a1[4] = {pa[0][2], pa[1][2], pa[0][3], pa[1][3]};
-          float (&dst)[4] = F == kInt4 ? part[0][j] : acc[j];
-          float (&dst2)[4] = F == kInt4 && NT == 1 ? part[1][j] : dst;
-          mma16816<F>(dst, a0, b[0], b[1]);
-          mma16816<F>(dst2, a1, b[2], b[3]);
+#pragma unroll
+          for (int r = 0; r < kRT; ++r) {  // each row tile on the same activation fragment
+            const uint32_t a0[4] = {pa[2 * r][0], pa[2 * r + 1][0], pa[2 * r][1], pa[2 * r + 1][1]};
+            const uint32_t a1[4] = {pa[2 * r][2], pa[2 * r + 1][2], pa[2 * r][3], pa[2 * r + 1][3]};
+            float (&dst)[4] = F == kInt4 ? part[0][j] : acc[r][j];
+            float (&dst2)[4] = F == kInt4 && NT == 1 ? part[1][j] : dst;
+            mma16816<F>(dst, a0, b[0], b[1]);
+            mma16816<F>(dst2, a1, b[2], b[3]);
+          }
         }
       }
       if constexpr (F == kInt4) {  // one 128-wide scale group of every row: scale its sums once
@@ -501,10 +507,10 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
         for (int j = 0; j < NT; ++j)
 #pragma unroll
           for (int i = 0; i < (NT == 1 ? 2 : 1); ++i) {
-            acc[j][0] = fmaf(part[i][j][0], s_lo, acc[j][0]);
-            acc[j][1] = fmaf(part[i][j][1], s_lo, acc[j][1]);
-            acc[j][2] = fmaf(part[i][j][2], s_hi, acc[j][2]);
-            acc[j][3] = fmaf(part[i][j][3], s_hi, acc[j][3]);
+            acc[0][j][0] = fmaf(part[i][j][0], s_lo, acc[0][j][0]);
+            acc[0][j][1] = fmaf(part[i][j][1], s_lo, acc[0][j][1]);
+            acc[0][j][2] = fmaf(part[i][j][2], s_hi, acc[0][j][2]);
+            acc[0][j][3] = fmaf(part[i][j][3], s_hi, acc[0][j][3]);
           }
       }
     };
@@ -527,7 +533,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
         cp_async_wait<kS - 1>();  // stage c has landed (this lane's copies)
         if constexpr (kSx) __syncthreads();  // ... and every lane's of the block (its activation quarters)
         else __syncwarp();                   // ... and every lane's
-        const uint8_t* buf = wsm + u * kWarpStageBytes;
+        const uint8_t* buf = wsm + u * kWarpStageBytes * kRT;
         if constexpr (kSx) {
           static_assert(kSubs == 2, "a stage's two sub-chunks");
           body(c, 0, sring[u], buf, xa, xb, false);
@@ -550,14 +556,14 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
         Raw r;  // selected by value (a reference to a runtime-chosen element put sring in local memory)
         if constexpr (kS == 2) {
 #pragma unroll
-          for (int h = 0; h < 2; ++h) r.w[h] = u ? sring[1].w[h] : sring[0].w[h];
+          for (int h = 0; h < 2 * kRT; ++h) r.w[h] = u ? sring[1].w[h] : sring[0].w[h];
         } else {
           r = sring[0];
 #pragma unroll
           for (int i = 1; i < kS; ++i)
             if (u == i) r = sring[i];
         }
-        body(stages, 0, r, wsm + u * kWarpStageBytes, xa, xb, true);
+        body(stages, 0, r, wsm + u * kWarpStageBytes * kRT, xa, xb, true);
       }
     }
     cp_async_wait<0>();
@@ -577,20 +583,22 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
         gate_up_columns(act, out, gi, ui);
         // launch_activation's act_value on h = acc * kOut: the same operations, the same bits.
         const float ds = row_factor(act, r, e, 1.0f);  // no TENSOR dequant here (w4_mma_act_refusal)
-        const float gv = fix_h(act, acc[0][q] * kOut, ds, r, e, gi);
-        const float uv = fix_h(act, acc[0][q + 2] * kOut, ds, r, e, ui);
+        const float gv = fix_h(act, acc[0][0][q] * kOut, ds, r, e, gi);
+        const float uv = fix_h(act, acc[0][0][q + 2] * kOut, ds, r, e, ui);
         store_operand(act.out, act.op, r * act.N + out, round_to(act.act_dtype, gated(act, gv, uv)), act.korder);
       }
     } else {
 #pragma unroll
-      for (int j = 0; j < NT; ++j)
+      for (int r = 0; r < kRT; ++r)
 #pragma unroll
-        for (int q = 0; q < 4; ++q) {
-          const int col = n0 + g + (q >= 2 ? 8 : 0);
-          const int tok = tok0 + j * 8 + 2 * t + (q & 1);
-          float* const d = kSplit && blockIdx.z != 0 ? p.d2 : p.d;
-          if (tok < rows && (!kSx || store_rows)) d[static_cast<int64_t>(row0 + tok) * n + col] = acc[j][q] * kOut;
-        }
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int col = n0 + 16 * r + g + (q >= 2 ? 8 : 0);
+            const int tok = tok0 + j * 8 + 2 * t + (q & 1);
+            float* const d = kSplit && blockIdx.z != 0 ? p.d2 : p.d;
+            if (tok < rows && (!kSx || store_rows)) d[static_cast<int64_t>(row0 + tok) * n + col] = acc[r][j][q] * kOut;
+          }
     }
   }
 }
@@ -687,14 +695,23 @@ int sms_or_device(int sm_count) {
   return sms;
 }
 W4MmaLaunch g_last_launch;  // w4_mma_last_launch (tests)
-template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kSx = false>
+template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK, bool kAct, bool kSplit, int kS, bool kSx = false,
+          int kRT = 1>
 void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg<kAct>& act, bool pdl) {
-  constexpr int kBytes = kSx ? smem_bytes_sx(kS, NT) : smem_bytes(kS);
-  constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx>;
+  constexpr int kBytes = kSx ? smem_bytes_sx(kS, NT, kRT) : smem_bytes(kS);
+  constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx, kRT>;
   opt_in_dynamic_smem<kernel>(kBytes);
   g_last_launch = {NT, kS, kSx};
+  if constexpr (kRT != 1) grid.x = static_cast<unsigned>((p.n + kWarps * 16 * kRT - 1) / (kWarps * 16 * kRT));
   if (pdl) launch_chained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
   else launch_unchained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
+}
+// kRT = 2 (the e2m1 kSx 16- / 32-token tiles): each warp takes two 16-row weight tiles on the same activation
+// fragments - the activations read from shared memory per weight byte halve (the L1/TEX pipe holds these tiles:
+// bench/results/2026-11-29-h200-w4-midbatch-ncu). n % 32 == 0. FUSEDMOE_W4_RT2=0 / 1 (an A/B switch).
+bool rt2_applies(const Params& p) {
+  static const bool on = std::getenv("FUSEDMOE_W4_RT2") != nullptr && std::strcmp(std::getenv("FUSEDMOE_W4_RT2"), "1") == 0;
+  return on && p.n % 32 == 0;
 }
 // One instance: its shared-memory opt-in (once per device) and the launch (chained unless the grid is under a wave).
 template <int F, int NT, bool kTail, bool kZp, bool kLean, bool kFullK = false, bool kAct = false, bool kSplit = false,
@@ -713,6 +730,9 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
     if (three) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, 3>(p, grid, stream, act, pdl);
     return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages>(p, grid, stream, act, pdl);
   } else {
+    if constexpr (kSx && F != kInt4) {
+      if (rt2_applies(p)) return launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, true, 2>(p, grid, stream, act, true);
+    }
     launch_staged<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kStages, kSx>(p, grid, stream, act, true);
   }
 }
