@@ -234,6 +234,9 @@ TEST(W4MmaStagesGpu, SharedMemoryActivationsBitwiseEqualToRegisters) {
     if (mx)
       for (int64_t k : {2048, 1216}) run_case({Format::MXFP4, false, false, false, 72, k, mult}, seed++, Knob::SMEM_X);
     if (nv) run_case({Format::NVFP4, true, false, false, 96, 1088, mult}, seed++, Knob::SMEM_X);
+    // 2N = 192 rows (n % 32 == 0, as NVFP4's above): two 16-row weight tiles per warp (w4_gemm.cu kRT) unless
+    // FUSEDMOE_W4_RT2=0.
+    if (mx) run_case({Format::MXFP4, false, false, false, 96, 1216, mult}, seed++, Knob::SMEM_X);
   }
   if (!mx || !nv) GTEST_SKIP() << "e2m1 cases left out: the lean decode is switched off (FUSEDMOE_W4_LEAN / _LEAN_NV = 0)";
 }
