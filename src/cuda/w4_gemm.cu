@@ -118,8 +118,8 @@ constexpr int smem_bytes(int kS, int kRT = 1) { return kTableBytes + kWarps * kS
 // A ring of x_buffers(NT) (stage c in buffer c % x_buffers), so that stage c + 1 is copied while stage c is waited for
 // without a barrier between: a warp issues stage c + 1 after the block barrier of stage c - 1, which every warp reached
 // after computing stage c - 2, so three buffers would do (stage c + 1 into stage c - 2's). The 8- and 16-token tiles
-// keep four (a mask, not a modulo; 16 / 32 KB); the 32-token tile takes three (48 KB: 67 KB a block, 3 blocks per SM
-// as its register form's 168 registers allow; with four, 2).
+// keep four (a mask, not a modulo; 16 / 32 KB); the 32-token tile takes three (48 KB: 67 KB a block with one row tile
+// per warp, 3 blocks per SM as its register form's 168 registers allow - with four, 2; 86 KB and 2 blocks with kRT = 2).
 constexpr int kXRowBytes = kSubs * 128 * 2;
 constexpr int x_buffers(int NT) { return NT == 4 ? 3 : 4; }
 constexpr int x_stage_bytes(int NT) { return 8 * NT * kXRowBytes; }
@@ -184,8 +184,9 @@ constexpr bool kZeroPageLoads = !kTail && ((F == kMx && NT == 2) || (F == kInt4 
 // loop and gained less (bench/results/2026-11-28-h200-w4-full-k r4).
 template <int F, int NT, bool kTail, bool kLean, bool kFullK = false>
 // W4A8's 8-token tile at 5 (96 registers; with its two MMA chains per group, below, ptxas took 106 on its own: 4 blocks).
-// The e2m1 16-token kSx tiles at 4 (their 52 KB of shared memory allow 4 blocks per SM): MXFP4 89, NVFP4 92 registers,
-// no spill; on its own ptxas took 96 and spilled 8 / 24 bytes.
+// The e2m1 16-token kSx tiles at 4 (one row tile per warp: 52 KB of shared memory, 4 blocks per SM): MXFP4 89, NVFP4 92
+// registers, no spill; on its own ptxas took 96 and spilled 8 / 24 bytes. With kRT = 2 (the default where n % 32 == 0)
+// 116 / 122 registers under the same bound, 70 KB: 3 blocks.
 constexpr int kLeanMinBlocks = F == kNv && kFullK ? 5 : (F != kInt4 && NT == 1 && !kTail && kLean ? 6 : (F == kInt4 && NT == 1 ? 5 : 0));  // 0: no minimum (other instances)
 // kAct (w4_mma_gemm1_activation: e2m1 lean 8-token tiles, bf16 activations without quantisation, gated
 // activations): a warp's fragment rows g are the gate rows and rows g + 8 the up rows of 8 activation outputs, so each
@@ -217,7 +218,7 @@ __global__ void __launch_bounds__(kWarps * 32, kS > 2 || (kSx && F != kInt4 && N
   chain_wait();
   static_assert(kRT == 1 || (kRT == 2 && kSx && NT > 1 && F != kInt4), "two row tiles: the e2m1 kSx 16- / 32-token tiles");
   static_assert(!kSx || (kS == 2 && !kFullK && !kSplit && !kTail && (F == kInt4 || kLean)),
-                "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean 8- and 16-token ones");
+                "the shared-memory activations: W4A8's 2-stage tiles, the e2m1 lean ones");
   constexpr int kXStageBytes = x_stage_bytes(NT);
   static_assert(!kTail || (F == kMx && NT == 1), "the tail instance");
   static_assert(!kSplit || (NT == 1 && !kTail && !kAct && !kFullK), "the split instances: plain 8-token tiles");
