@@ -702,7 +702,7 @@ void launch_staged(const Params& p, dim3 grid, cudaStream_t stream, const ActArg
   constexpr int kBytes = kSx ? smem_bytes_sx(kS, NT, kRT) : smem_bytes(kS);
   constexpr auto kernel = w4_mma_kernel<F, NT, kTail, kZp, kLean, kFullK, kAct, kSplit, kS, kSx, kRT>;
   opt_in_dynamic_smem<kernel>(kBytes);
-  g_last_launch = {NT, kS, kSx};
+  g_last_launch = {NT, kS, kSx, kRT};
   if constexpr (kRT != 1) grid.x = static_cast<unsigned>((p.n + kWarps * 16 * kRT - 1) / (kWarps * 16 * kRT));
   if (pdl) launch_chained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
   else launch_unchained(kernel, grid, dim3(kWarps * 32), kBytes, stream, p, act);
@@ -753,11 +753,14 @@ void launch_instance(const Params& p, dim3 grid, cudaStream_t stream, int sms, c
 // either form (w4_mma_force_smem_x; forced, the k limit does not apply).
 constexpr int64_t kSxE2m1MaxK = 2048;
 int g_forced_sx = 0;  // 0: the rule, 1: never, 2: wherever an instance exists
-// FUSEDMOE_W4_SMEM_X=0: never; =2: at every k (an A/B of the k rule).
+// FUSEDMOE_W4_SMEM_X=0: never; =2: at every k (an A/B of the k rule); unset or 1: the rule.
 int smem_x_env() {
   static const int mode = [] {
     const char* e = std::getenv("FUSEDMOE_W4_SMEM_X");
-    return e == nullptr ? 1 : std::strcmp(e, "0") == 0 ? 0 : std::strcmp(e, "2") == 0 ? 2 : 1;
+    if (e == nullptr) return 1;
+    for (int m : {0, 1, 2})
+      if (std::strcmp(e, std::to_string(m).c_str()) == 0) return m;
+    throw Error(std::string("FUSEDMOE_W4_SMEM_X: expected 0, 1 or 2, got '") + e + "'");
   }();
   return mode;
 }

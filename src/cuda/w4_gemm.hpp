@@ -15,9 +15,10 @@
 //   mma      (decode, small batches) one kernel streams the packed weights once per 8..32 tokens
 //            of an expert, decodes them in registers and multiplies with mma.sync m16n8k16
 //            (weights on the MMA's M side, tokens on N); fp32 sums in a fixed order. Its tokens'
-//            activations reach the MMAs from registers or (W4A8's tiles, MXFP4 / NVFP4's 8-token
-//            ones at k <= 2048) from a shared-memory ring copied with the weight stages
-//            (w4_gemm.cu kSx, w4_mma_force_smem_x below).
+//            activations reach the MMAs from registers or (W4A8's tiles, MXFP4 / NVFP4's 16- and
+//            32-token tiles, their 8-token ones at k <= 2048) from a shared-memory ring copied with
+//            the weight stages (w4_gemm.cu kSx, w4_mma_force_smem_x below); MXFP4 / NVFP4's
+//            16- / 32-token tiles give each warp two 16-row weight tiles (w4_gemm.cu kRT).
 //   wgmma    (large batches, MXFP4 / NVFP4 with k % 64 == 0; w4_wgmma.cu) the weights are decoded
 //            inside a wgmma mainloop, each packed byte read once per token tile of up to 256 rows.
 //            W4A8 (w4a8_wgmma.cu): int4 decoded to e5m2 inside an fp8 wgmma mainloop on e4m3
@@ -82,16 +83,18 @@ void w4_mma_gemm1_activation(const W4Weights& w13, const void* a, const Activati
 // bits whichever.
 void w4_mma_force_stages(int stages);
 
-// Tests only: the 2-stage tiles' activations through shared memory (kSx) or registers - 0 the rule (W4A8's tiles;
-// MXFP4 / NVFP4 8- and 16-token tiles at k <= 2048 but MXFP4's tail instance; FUSEDMOE_W4_SMEM_X=0: never, =2: at
-// every k), 1 registers, 2 shared memory
-// wherever an instance exists (any k). Not thread-safe; the same bits whichever.
+// Tests only: the 2-stage tiles' activations through shared memory (kSx) or registers - 0 the rule (W4A8's tiles and
+// MXFP4 / NVFP4's 16- / 32-token tiles at every k, their 8-token tiles at k <= 2048 but MXFP4's tail instance;
+// FUSEDMOE_W4_SMEM_X=0: never, =2: every k), 1 registers, 2 shared memory wherever an instance exists (any k). Not
+// thread-safe; the same bits whichever.
 void w4_mma_force_smem_x(int mode);
 // Tests only: what the last mma kernel launch ran (so a test of a forced form can assert it reached that form) -
-// tokens per pass in 8-token tiles (1, 2, 4), weight stages per warp, activations through shared memory (kSx).
+// tokens per pass in 8-token tiles (1, 2, 4), weight stages per warp, activations through shared memory (kSx), 16-row
+// weight tiles per warp (kRT).
 struct W4MmaLaunch {
   int tiles = 0, stages = 0;
   bool smem_x = false;
+  int row_tiles = 0;
 };
 W4MmaLaunch w4_mma_last_launch();
 

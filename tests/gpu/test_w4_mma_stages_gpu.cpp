@@ -89,6 +89,12 @@ void expect_launch(const StageCase& c, Knob knob, bool ref, const char* what) {
     EXPECT_EQ(l.stages, 2) << what << ": weight stages per warp";
     EXPECT_EQ(l.smem_x, !ref) << what << ": activations through shared memory";
   }
+  // Two 16-row weight tiles per warp: MXFP4 / NVFP4's shared-memory 16- / 32-token tiles with 2N % 32 == 0, unless
+  // FUSEDMOE_W4_RT2=0.
+  const char* rt2 = std::getenv("FUSEDMOE_W4_RT2");
+  const bool two = knob == Knob::SMEM_X && !ref && tiles > 1 && c.format != Format::W4A8_INT4 && (2 * c.N) % 32 == 0 &&
+                   !(rt2 != nullptr && std::string(rt2) == "0");
+  EXPECT_EQ(l.row_tiles, two ? 2 : 1) << what << ": 16-row weight tiles per warp";
 }
 
 void run_case(const StageCase& c, uint64_t seed, Knob knob = Knob::STAGES) {
